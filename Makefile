@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make up` runs the cluster, `make test` runs the tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: up test test-fast lint proto install clean bench
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: $(STAMP)
+	$(BIN)/kse up $(ARGS)
+
+# The whole suite, in parallel (every test picks its own ports and data dirs).
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest -n auto -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. --grpc_python_out=. proto/kse.proto
+
+bench: $(STAMP)
+	$(BIN)/kse bench apiserver
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

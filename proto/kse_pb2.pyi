@@ -1,0 +1,790 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class OwnerReference(_message.Message):
+    __slots__ = ("api_version", "kind", "name", "uid", "controller", "block_owner_deletion")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_OWNER_DELETION_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+    block_owner_deletion: bool
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., controller: _Optional[bool] = ..., block_owner_deletion: _Optional[bool] = ...) -> None: ...
+
+class ObjectMeta(_message.Message):
+    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "labels", "annotations", "owner_references", "finalizers")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AnnotationsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GENERATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CREATION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    DELETION_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_REFERENCES_FIELD_NUMBER: _ClassVar[int]
+    FINALIZERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    generate_name: str
+    namespace: str
+    uid: str
+    resource_version: str
+    generation: int
+    creation_timestamp: str
+    deletion_timestamp: str
+    labels: _containers.ScalarMap[str, str]
+    annotations: _containers.ScalarMap[str, str]
+    owner_references: _containers.RepeatedCompositeFieldContainer[OwnerReference]
+    finalizers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListMeta(_message.Message):
+    __slots__ = ("resource_version", "remaining_item_count")
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_ITEM_COUNT_FIELD_NUMBER: _ClassVar[int]
+    resource_version: str
+    remaining_item_count: int
+    def __init__(self, resource_version: _Optional[str] = ..., remaining_item_count: _Optional[int] = ..., **kwargs) -> None: ...
+
+class LabelSelectorRequirement(_message.Message):
+    __slots__ = ("key", "operator", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LabelSelector(_message.Message):
+    __slots__ = ("match_labels", "match_expressions")
+    class MatchLabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MATCH_LABELS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    match_labels: _containers.ScalarMap[str, str]
+    match_expressions: _containers.RepeatedCompositeFieldContainer[LabelSelectorRequirement]
+    def __init__(self, match_labels: _Optional[_Mapping[str, str]] = ..., match_expressions: _Optional[_Iterable[_Union[LabelSelectorRequirement, _Mapping]]] = ...) -> None: ...
+
+class ObjectReference(_message.Message):
+    __slots__ = ("kind", "namespace", "name", "uid", "api_version", "resource_version", "field_path")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FIELD_PATH_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    api_version: str
+    resource_version: str
+    field_path: str
+    def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., api_version: _Optional[str] = ..., resource_version: _Optional[str] = ..., field_path: _Optional[str] = ...) -> None: ...
+
+class ResourceRequirements(_message.Message):
+    __slots__ = ("limits", "requests")
+    class LimitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class RequestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.ScalarMap[str, str]
+    requests: _containers.ScalarMap[str, str]
+    def __init__(self, limits: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ContainerPort(_message.Message):
+    __slots__ = ("name", "host_port", "container_port", "protocol", "host_ip")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_PORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    HOST_IP_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host_port: int
+    container_port: int
+    protocol: str
+    host_ip: str
+    def __init__(self, name: _Optional[str] = ..., host_port: _Optional[int] = ..., container_port: _Optional[int] = ..., protocol: _Optional[str] = ..., host_ip: _Optional[str] = ...) -> None: ...
+
+class EnvVar(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class Container(_message.Message):
+    __slots__ = ("name", "image", "command", "args", "ports", "env", "resources", "image_pull_policy", "restart_policy")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_PULL_POLICY_FIELD_NUMBER: _ClassVar[int]
+    RESTART_POLICY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    image: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    ports: _containers.RepeatedCompositeFieldContainer[ContainerPort]
+    env: _containers.RepeatedCompositeFieldContainer[EnvVar]
+    resources: ResourceRequirements
+    image_pull_policy: str
+    restart_policy: str
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., image_pull_policy: _Optional[str] = ..., restart_policy: _Optional[str] = ...) -> None: ...
+
+class NodeSelectorRequirement(_message.Message):
+    __slots__ = ("key", "operator", "values")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NodeSelectorTerm(_message.Message):
+    __slots__ = ("match_expressions", "match_fields")
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    match_expressions: _containers.RepeatedCompositeFieldContainer[NodeSelectorRequirement]
+    match_fields: _containers.RepeatedCompositeFieldContainer[NodeSelectorRequirement]
+    def __init__(self, match_expressions: _Optional[_Iterable[_Union[NodeSelectorRequirement, _Mapping]]] = ..., match_fields: _Optional[_Iterable[_Union[NodeSelectorRequirement, _Mapping]]] = ...) -> None: ...
+
+class NodeSelector(_message.Message):
+    __slots__ = ("node_selector_terms",)
+    NODE_SELECTOR_TERMS_FIELD_NUMBER: _ClassVar[int]
+    node_selector_terms: _containers.RepeatedCompositeFieldContainer[NodeSelectorTerm]
+    def __init__(self, node_selector_terms: _Optional[_Iterable[_Union[NodeSelectorTerm, _Mapping]]] = ...) -> None: ...
+
+class PreferredSchedulingTerm(_message.Message):
+    __slots__ = ("weight", "preference")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PREFERENCE_FIELD_NUMBER: _ClassVar[int]
+    weight: int
+    preference: NodeSelectorTerm
+    def __init__(self, weight: _Optional[int] = ..., preference: _Optional[_Union[NodeSelectorTerm, _Mapping]] = ...) -> None: ...
+
+class NodeAffinity(_message.Message):
+    __slots__ = ("required_during_scheduling_ignored_during_execution", "preferred_during_scheduling_ignored_during_execution")
+    REQUIRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    required_during_scheduling_ignored_during_execution: NodeSelector
+    preferred_during_scheduling_ignored_during_execution: _containers.RepeatedCompositeFieldContainer[PreferredSchedulingTerm]
+    def __init__(self, required_during_scheduling_ignored_during_execution: _Optional[_Union[NodeSelector, _Mapping]] = ..., preferred_during_scheduling_ignored_during_execution: _Optional[_Iterable[_Union[PreferredSchedulingTerm, _Mapping]]] = ...) -> None: ...
+
+class PodAffinityTerm(_message.Message):
+    __slots__ = ("label_selector", "namespaces", "topology_key", "namespace_selector", "match_label_keys", "mismatch_label_keys")
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MATCH_LABEL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    MISMATCH_LABEL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    label_selector: LabelSelector
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    topology_key: str
+    namespace_selector: LabelSelector
+    match_label_keys: _containers.RepeatedScalarFieldContainer[str]
+    mismatch_label_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, label_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., namespaces: _Optional[_Iterable[str]] = ..., topology_key: _Optional[str] = ..., namespace_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., match_label_keys: _Optional[_Iterable[str]] = ..., mismatch_label_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WeightedPodAffinityTerm(_message.Message):
+    __slots__ = ("weight", "pod_affinity_term")
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    POD_AFFINITY_TERM_FIELD_NUMBER: _ClassVar[int]
+    weight: int
+    pod_affinity_term: PodAffinityTerm
+    def __init__(self, weight: _Optional[int] = ..., pod_affinity_term: _Optional[_Union[PodAffinityTerm, _Mapping]] = ...) -> None: ...
+
+class PodAffinity(_message.Message):
+    __slots__ = ("required_during_scheduling_ignored_during_execution", "preferred_during_scheduling_ignored_during_execution")
+    REQUIRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    required_during_scheduling_ignored_during_execution: _containers.RepeatedCompositeFieldContainer[PodAffinityTerm]
+    preferred_during_scheduling_ignored_during_execution: _containers.RepeatedCompositeFieldContainer[WeightedPodAffinityTerm]
+    def __init__(self, required_during_scheduling_ignored_during_execution: _Optional[_Iterable[_Union[PodAffinityTerm, _Mapping]]] = ..., preferred_during_scheduling_ignored_during_execution: _Optional[_Iterable[_Union[WeightedPodAffinityTerm, _Mapping]]] = ...) -> None: ...
+
+class Affinity(_message.Message):
+    __slots__ = ("node_affinity", "pod_affinity", "pod_anti_affinity")
+    NODE_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    POD_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    POD_ANTI_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    node_affinity: NodeAffinity
+    pod_affinity: PodAffinity
+    pod_anti_affinity: PodAffinity
+    def __init__(self, node_affinity: _Optional[_Union[NodeAffinity, _Mapping]] = ..., pod_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ..., pod_anti_affinity: _Optional[_Union[PodAffinity, _Mapping]] = ...) -> None: ...
+
+class Toleration(_message.Message):
+    __slots__ = ("key", "operator", "value", "effect", "toleration_seconds")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TOLERATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    operator: str
+    value: str
+    effect: str
+    toleration_seconds: int
+    def __init__(self, key: _Optional[str] = ..., operator: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., toleration_seconds: _Optional[int] = ...) -> None: ...
+
+class TopologySpreadConstraint(_message.Message):
+    __slots__ = ("max_skew", "topology_key", "when_unsatisfiable", "label_selector", "min_domains", "node_affinity_policy", "node_taints_policy", "match_label_keys")
+    MAX_SKEW_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEY_FIELD_NUMBER: _ClassVar[int]
+    WHEN_UNSATISFIABLE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MIN_DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    NODE_AFFINITY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    NODE_TAINTS_POLICY_FIELD_NUMBER: _ClassVar[int]
+    MATCH_LABEL_KEYS_FIELD_NUMBER: _ClassVar[int]
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    label_selector: LabelSelector
+    min_domains: int
+    node_affinity_policy: str
+    node_taints_policy: str
+    match_label_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, max_skew: _Optional[int] = ..., topology_key: _Optional[str] = ..., when_unsatisfiable: _Optional[str] = ..., label_selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., min_domains: _Optional[int] = ..., node_affinity_policy: _Optional[str] = ..., node_taints_policy: _Optional[str] = ..., match_label_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PodSchedulingGate(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PodSpec(_message.Message):
+    __slots__ = ("containers", "init_containers", "node_selector", "node_name", "affinity", "tolerations", "topology_spread_constraints", "scheduler_name", "priority", "priority_class_name", "preemption_policy", "overhead", "scheduling_gates", "restart_policy", "host_network", "termination_grace_period_seconds", "resources", "service_account_name")
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class OverheadEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    INIT_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_SPREAD_CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_GATES_FIELD_NUMBER: _ClassVar[int]
+    RESTART_POLICY_FIELD_NUMBER: _ClassVar[int]
+    HOST_NETWORK_FIELD_NUMBER: _ClassVar[int]
+    TERMINATION_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_ACCOUNT_NAME_FIELD_NUMBER: _ClassVar[int]
+    containers: _containers.RepeatedCompositeFieldContainer[Container]
+    init_containers: _containers.RepeatedCompositeFieldContainer[Container]
+    node_selector: _containers.ScalarMap[str, str]
+    node_name: str
+    affinity: Affinity
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    topology_spread_constraints: _containers.RepeatedCompositeFieldContainer[TopologySpreadConstraint]
+    scheduler_name: str
+    priority: int
+    priority_class_name: str
+    preemption_policy: str
+    overhead: _containers.ScalarMap[str, str]
+    scheduling_gates: _containers.RepeatedCompositeFieldContainer[PodSchedulingGate]
+    restart_policy: str
+    host_network: bool
+    termination_grace_period_seconds: int
+    resources: ResourceRequirements
+    service_account_name: str
+    def __init__(self, containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduler_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., scheduling_gates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., host_network: _Optional[bool] = ..., termination_grace_period_seconds: _Optional[int] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., service_account_name: _Optional[str] = ...) -> None: ...
+
+class PodCondition(_message.Message):
+    __slots__ = ("type", "status", "last_probe_time", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_PROBE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    last_probe_time: str
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., last_probe_time: _Optional[str] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ContainerStatus(_message.Message):
+    __slots__ = ("name", "image", "ready", "restart_count", "started")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    RESTART_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    image: str
+    ready: bool
+    restart_count: int
+    started: bool
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., ready: _Optional[bool] = ..., restart_count: _Optional[int] = ..., started: _Optional[bool] = ...) -> None: ...
+
+class PodStatus(_message.Message):
+    __slots__ = ("phase", "conditions", "message", "reason", "nominated_node_name", "host_ip", "pod_ip", "start_time", "qos_class", "container_statuses")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NOMINATED_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_IP_FIELD_NUMBER: _ClassVar[int]
+    POD_IP_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    QOS_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_STATUSES_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    conditions: _containers.RepeatedCompositeFieldContainer[PodCondition]
+    message: str
+    reason: str
+    nominated_node_name: str
+    host_ip: str
+    pod_ip: str
+    start_time: str
+    qos_class: str
+    container_statuses: _containers.RepeatedCompositeFieldContainer[ContainerStatus]
+    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[PodCondition, _Mapping]]] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., nominated_node_name: _Optional[str] = ..., host_ip: _Optional[str] = ..., pod_ip: _Optional[str] = ..., start_time: _Optional[str] = ..., qos_class: _Optional[str] = ..., container_statuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ...) -> None: ...
+
+class Pod(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: PodSpec
+    status: PodStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PodSpec, _Mapping]] = ..., status: _Optional[_Union[PodStatus, _Mapping]] = ...) -> None: ...
+
+class Binding(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "target")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    target: ObjectReference
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., target: _Optional[_Union[ObjectReference, _Mapping]] = ...) -> None: ...
+
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect", "time_added")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    TIME_ADDED_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    time_added: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., time_added: _Optional[str] = ...) -> None: ...
+
+class NodeSpec(_message.Message):
+    __slots__ = ("pod_cidr", "provider_id", "unschedulable", "taints")
+    POD_CIDR_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_ID_FIELD_NUMBER: _ClassVar[int]
+    UNSCHEDULABLE_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    pod_cidr: str
+    provider_id: str
+    unschedulable: bool
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    def __init__(self, pod_cidr: _Optional[str] = ..., provider_id: _Optional[str] = ..., unschedulable: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ...) -> None: ...
+
+class NodeCondition(_message.Message):
+    __slots__ = ("type", "status", "last_heartbeat_time", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARTBEAT_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    last_heartbeat_time: str
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., last_heartbeat_time: _Optional[str] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class NodeAddress(_message.Message):
+    __slots__ = ("type", "address")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    address: str
+    def __init__(self, type: _Optional[str] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ContainerImage(_message.Message):
+    __slots__ = ("names", "size_bytes")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    size_bytes: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class NodeSystemInfo(_message.Message):
+    __slots__ = ("machine_id", "kernel_version", "os_image", "container_runtime_version", "kubelet_version", "operating_system", "architecture")
+    MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    OS_IMAGE_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KUBELET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    OPERATING_SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    machine_id: str
+    kernel_version: str
+    os_image: str
+    container_runtime_version: str
+    kubelet_version: str
+    operating_system: str
+    architecture: str
+    def __init__(self, machine_id: _Optional[str] = ..., kernel_version: _Optional[str] = ..., os_image: _Optional[str] = ..., container_runtime_version: _Optional[str] = ..., kubelet_version: _Optional[str] = ..., operating_system: _Optional[str] = ..., architecture: _Optional[str] = ...) -> None: ...
+
+class NodeStatus(_message.Message):
+    __slots__ = ("capacity", "allocatable", "phase", "conditions", "addresses", "images", "node_info")
+    class CapacityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class AllocatableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    NODE_INFO_FIELD_NUMBER: _ClassVar[int]
+    capacity: _containers.ScalarMap[str, str]
+    allocatable: _containers.ScalarMap[str, str]
+    phase: str
+    conditions: _containers.RepeatedCompositeFieldContainer[NodeCondition]
+    addresses: _containers.RepeatedCompositeFieldContainer[NodeAddress]
+    images: _containers.RepeatedCompositeFieldContainer[ContainerImage]
+    node_info: NodeSystemInfo
+    def __init__(self, capacity: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[NodeCondition, _Mapping]]] = ..., addresses: _Optional[_Iterable[_Union[NodeAddress, _Mapping]]] = ..., images: _Optional[_Iterable[_Union[ContainerImage, _Mapping]]] = ..., node_info: _Optional[_Union[NodeSystemInfo, _Mapping]] = ...) -> None: ...
+
+class Node(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: NodeSpec
+    status: NodeStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[NodeSpec, _Mapping]] = ..., status: _Optional[_Union[NodeStatus, _Mapping]] = ...) -> None: ...
+
+class LeaseSpec(_message.Message):
+    __slots__ = ("holder_identity", "lease_duration_seconds", "acquire_time", "renew_time", "lease_transitions", "strategy", "preferred_holder")
+    HOLDER_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DURATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ACQUIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    RENEW_TIME_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    holder_identity: str
+    lease_duration_seconds: int
+    acquire_time: str
+    renew_time: str
+    lease_transitions: int
+    strategy: str
+    preferred_holder: str
+    def __init__(self, holder_identity: _Optional[str] = ..., lease_duration_seconds: _Optional[int] = ..., acquire_time: _Optional[str] = ..., renew_time: _Optional[str] = ..., lease_transitions: _Optional[int] = ..., strategy: _Optional[str] = ..., preferred_holder: _Optional[str] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: LeaseSpec
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[LeaseSpec, _Mapping]] = ...) -> None: ...
+
+class EventSource(_message.Message):
+    __slots__ = ("component", "host")
+    COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    component: str
+    host: str
+    def __init__(self, component: _Optional[str] = ..., host: _Optional[str] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "involved_object", "reason", "message", "source", "first_timestamp", "last_timestamp", "count", "type", "event_time", "action", "reporting_component", "reporting_instance")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    INVOLVED_OBJECT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    LAST_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REPORTING_COMPONENT_FIELD_NUMBER: _ClassVar[int]
+    REPORTING_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    involved_object: ObjectReference
+    reason: str
+    message: str
+    source: EventSource
+    first_timestamp: str
+    last_timestamp: str
+    count: int
+    type: str
+    event_time: str
+    action: str
+    reporting_component: str
+    reporting_instance: str
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., involved_object: _Optional[_Union[ObjectReference, _Mapping]] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., source: _Optional[_Union[EventSource, _Mapping]] = ..., first_timestamp: _Optional[str] = ..., last_timestamp: _Optional[str] = ..., count: _Optional[int] = ..., type: _Optional[str] = ..., event_time: _Optional[str] = ..., action: _Optional[str] = ..., reporting_component: _Optional[str] = ..., reporting_instance: _Optional[str] = ...) -> None: ...
+
+class PriorityClass(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "value", "global_default", "description", "preemption_policy")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    GLOBAL_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    value: int
+    global_default: bool
+    description: str
+    preemption_policy: str
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., value: _Optional[int] = ..., global_default: _Optional[bool] = ..., description: _Optional[str] = ..., preemption_policy: _Optional[str] = ...) -> None: ...
+
+class Object(_message.Message):
+    __slots__ = ("pod", "node", "lease", "event", "priority_class")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    pod: Pod
+    node: Node
+    lease: Lease
+    event: Event
+    priority_class: PriorityClass
+    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., node: _Optional[_Union[Node, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., priority_class: _Optional[_Union[PriorityClass, _Mapping]] = ...) -> None: ...
+
+class FenceToken(_message.Message):
+    __slots__ = ("lease_namespace", "lease_name", "holder_identity", "lease_transitions")
+    LEASE_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_NAME_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    lease_namespace: str
+    lease_name: str
+    holder_identity: str
+    lease_transitions: int
+    def __init__(self, lease_namespace: _Optional[str] = ..., lease_name: _Optional[str] = ..., holder_identity: _Optional[str] = ..., lease_transitions: _Optional[int] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("resource", "namespace", "name")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    namespace: str
+    name: str
+    def __init__(self, resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("resource", "namespace", "label_selector", "field_selector", "resource_version", "limit")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CONTINUE_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    namespace: str
+    label_selector: str
+    field_selector: str
+    resource_version: str
+    limit: int
+    def __init__(self, resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., limit: _Optional[int] = ..., **kwargs) -> None: ...
+
+class ObjectList(_message.Message):
+    __slots__ = ("metadata", "items")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    metadata: ListMeta
+    items: _containers.RepeatedCompositeFieldContainer[Object]
+    def __init__(self, metadata: _Optional[_Union[ListMeta, _Mapping]] = ..., items: _Optional[_Iterable[_Union[Object, _Mapping]]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("resource", "namespace", "label_selector", "field_selector", "resource_version", "allow_watch_bookmarks", "send_initial_events", "timeout_seconds")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_WATCH_BOOKMARKS_FIELD_NUMBER: _ClassVar[int]
+    SEND_INITIAL_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    namespace: str
+    label_selector: str
+    field_selector: str
+    resource_version: str
+    allow_watch_bookmarks: bool
+    send_initial_events: bool
+    timeout_seconds: int
+    def __init__(self, resource: _Optional[str] = ..., namespace: _Optional[str] = ..., label_selector: _Optional[str] = ..., field_selector: _Optional[str] = ..., resource_version: _Optional[str] = ..., allow_watch_bookmarks: _Optional[bool] = ..., send_initial_events: _Optional[bool] = ..., timeout_seconds: _Optional[int] = ...) -> None: ...
+
+class WatchEvent(_message.Message):
+    __slots__ = ("type", "object", "resource_version")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    object: Object
+    resource_version: str
+    def __init__(self, type: _Optional[str] = ..., object: _Optional[_Union[Object, _Mapping]] = ..., resource_version: _Optional[str] = ...) -> None: ...
+
+class WatchEventBatch(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[WatchEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[WatchEvent, _Mapping]]] = ...) -> None: ...
+
+class WriteRequest(_message.Message):
+    __slots__ = ("object", "fence", "dry_run")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    object: Object
+    fence: FenceToken
+    dry_run: bool
+    def __init__(self, object: _Optional[_Union[Object, _Mapping]] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("resource", "namespace", "name", "resource_version", "uid", "fence")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    namespace: str
+    name: str
+    resource_version: str
+    uid: str
+    fence: FenceToken
+    def __init__(self, resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., resource_version: _Optional[str] = ..., uid: _Optional[str] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
+
+class BindRequest(_message.Message):
+    __slots__ = ("binding", "fence")
+    BINDING_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    binding: Binding
+    fence: FenceToken
+    def __init__(self, binding: _Optional[_Union[Binding, _Mapping]] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
+
+class EvictRequest(_message.Message):
+    __slots__ = ("namespace", "name", "fence")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FENCE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    fence: FenceToken
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
