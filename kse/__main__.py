@@ -1,0 +1,5 @@
+import sys
+
+from kse.cli.main import main
+
+sys.exit(main())
