@@ -1,0 +1,196 @@
+"""`kse certs init` and `kse certs show`: make a cluster's PKI directory and look inside one.
+
+Mistakes here are expensive later (a re-init silently invalidates every cert that running processes
+hold), so init refuses an existing CA without `--force`, and every failure is one clear line on
+stderr with exit code 1 (runtime) or 2 (usage), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from certs.layout import CA_BUNDLE_FILE, CA_STEM, CERT_SUFFIX
+from certs.pki import LEAF_TTL, init_pki
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Go-style durations plus days and weeks ("365d", "8760h", "1h30m", "90s"), as an argparse type."""
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 365d, 12h, 1h30m, 90s)")
+    total = sum((float(n) * _UNITS[u] for n, u in parts), timedelta())
+    if total <= timedelta():
+        raise argparse.ArgumentTypeError(f"duration must be positive, got {text!r}")
+    return total
+
+
+def _replicas(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `certs init` and `certs show` to the `kse` command."""
+    certs = subparsers.add_parser(
+        "certs", help="create and inspect the cluster PKI (CA, server and client certs)"
+    )
+    certs.set_defaults(func=lambda _args: _usage(certs))
+    sub = certs.add_subparsers(dest="certs_command", metavar="SUBCOMMAND")
+
+    init = sub.add_parser("init", help="create a CA and every server and client cert in a directory")
+    init.add_argument("--dir", required=True, type=Path, help="PKI directory (created if missing)")
+    init.add_argument(
+        "--scheduler-replicas",
+        type=_replicas,
+        default=3,
+        metavar="N",
+        help="scheduler identities (default 3)",
+    )
+    init.add_argument(
+        "--node",
+        dest="nodes",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="issue a system:node:NAME kubelet identity (repeatable)",
+    )
+    init.add_argument(
+        "--host",
+        dest="hosts",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="H",
+        help="extra DNS name or IP the API server is reached by (repeatable)",
+    )
+    init.add_argument(
+        "--ttl",
+        type=parse_duration,
+        default=LEAF_TTL,
+        metavar="DURATION",
+        help="leaf validity (default 365d)",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing CA (invalidates every cert)")
+    init.set_defaults(func=_cmd_init)
+
+    show = sub.add_parser("show", help="list the certs in a PKI directory")
+    show.add_argument("--dir", required=True, type=Path, help="PKI directory")
+    show.set_defaults(func=_cmd_show)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _error(message: str, code: int) -> int:
+    print(f"kse certs: error: {message}", file=sys.stderr)
+    return code
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    try:
+        pki = init_pki(
+            args.dir,
+            scheduler_replicas=args.scheduler_replicas,
+            nodes=args.nodes,
+            server_hosts=args.hosts,
+            leaf_ttl=args.ttl,
+            overwrite=args.force,
+        )
+    except FileExistsError as e:
+        return _error(f"{e}; pass --force to replace it (every cert issued from it stops working)", 1)
+    except ValueError as e:
+        return _error(str(e), 2)
+    except OSError as e:
+        return _error(f"cannot write {args.dir}: {e}", 1)
+    print(f"Created CA and {len(pki.leaves)} certificates in {pki.dir}")
+    return _cmd_show(argparse.Namespace(dir=pki.dir))
+
+
+@dataclass(frozen=True)
+class _Row:
+    file: str
+    cn: str
+    o: str
+    not_after: str
+    issuer: str
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    pki_dir: Path = args.dir
+    if not pki_dir.is_dir():
+        return _error(f"no such directory: {pki_dir}", 1)
+    files = sorted(pki_dir.glob(f"*{CERT_SUFFIX}"), key=_show_order)
+    if not files:
+        return _error(f"no certificates in {pki_dir}", 1)
+    rows: list[_Row] = []
+    failed = False
+    now = datetime.now(UTC)
+    for path in files:
+        try:
+            certs = x509.load_pem_x509_certificates(path.read_bytes())
+        except (OSError, ValueError) as e:
+            rows.append(_Row(path.name, f"<unreadable: {e}>", "", "", ""))
+            failed = True
+            continue
+        rows += [_row(path.name, cert, now) for cert in certs]
+    _print_table(rows)
+    return 1 if failed else 0
+
+
+def _show_order(path: Path) -> tuple[int, str]:
+    # CA first, then the trust bundle, then the leaves by name: the order one reads a chain in.
+    first = {f"{CA_STEM}{CERT_SUFFIX}": 0, CA_BUNDLE_FILE: 1}
+    return (first.get(path.name, 2), path.name)
+
+
+def _row(file: str, cert: x509.Certificate, now: datetime) -> _Row:
+    not_after = cert.not_valid_after_utc
+    expiry = not_after.strftime("%Y-%m-%dT%H:%M:%SZ") + (" (EXPIRED)" if not_after <= now else "")
+    return _Row(
+        file,
+        _attr(cert.subject, NameOID.COMMON_NAME),
+        _attr(cert.subject, NameOID.ORGANIZATION_NAME),
+        expiry,
+        _attr(cert.issuer, NameOID.COMMON_NAME),
+    )
+
+
+def _attr(name: x509.Name, oid: x509.ObjectIdentifier) -> str:
+    values = [a.value for a in name.get_attributes_for_oid(oid)]
+    return ",".join(v.decode() if isinstance(v, bytes) else v for v in values) or "-"
+
+
+def _print_table(rows: Sequence[_Row]) -> None:
+    header = _Row("FILE", "CN", "O", "NOT-AFTER", "ISSUER")
+    table = [header, *rows]
+    widths = [max(len(getattr(r, f)) for r in table) for f in ("file", "cn", "o", "not_after")]
+    for r in table:
+        cells = (r.file, r.cn, r.o, r.not_after)
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + "  " + r.issuer)
