@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from proto import kse_pb2 as pb
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodeinfo import PodResource
 
 
 class Code(enum.IntEnum):
@@ -126,13 +131,76 @@ class QueueingHint(enum.Enum):
 
 @dataclass
 class PodInfo:
-    """A pod plus what the scheduler derives from it once (requests, parsed affinity, ...)."""
+    """A pod plus what the scheduler derives from it once (requests, parsed affinity, ...).
+
+    The derived data below is computed lazily, at most once per PodInfo: the scheduler evaluates
+    one pod against thousands of nodes, and a NodeInfo adds and removes the same pod many times.
+    A PodInfo is therefore immutable once any of it was read: when the pod object changes, build
+    a new PodInfo (as upstream's PodInfo.Update does for anything but the identical pod).
+    Plugins keep their own per-pod parsed data (tolerations, node affinity, ...) in `derived`,
+    keyed by plugin name.
+    """
 
     pod: pb.Pod
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> str:
         return f"{self.pod.metadata.namespace}/{self.pod.metadata.name}"
+
+    @cached_property
+    def uid_key(self) -> str:
+        """The key NodeInfo uses for the pod: its UID (upstream GetPodKey), else namespace/name."""
+        return self.pod.metadata.uid or self.key
+
+    @cached_property
+    def labels(self) -> dict[str, str]:
+        return dict(self.pod.metadata.labels)
+
+    @cached_property
+    def requests(self) -> dict[str, int]:
+        """The pod's effective requests (cpu in millicores, everything else in units)."""
+        from scheduler.framework.nodeinfo import pod_requests_of
+
+        return pod_requests_of(self.pod)
+
+    @cached_property
+    def non_zero_requests(self) -> dict[str, int]:
+        """Requests with upstream's non-zero defaults (100m cpu, 200Mi memory) for containers
+        that set none, as the scoring plugins use them."""
+        from scheduler.framework.nodeinfo import non_zero_pod_requests_of
+
+        return non_zero_pod_requests_of(self.pod, self.requests)
+
+    @cached_property
+    def resource(self) -> PodResource:
+        """What adding this pod to a node adds to NodeInfo.requested / non_zero_requested."""
+        from scheduler.framework.nodeinfo import pod_resource_of
+
+        return pod_resource_of(self)
+
+    @cached_property
+    def host_ports(self) -> tuple[tuple[str, str, int], ...]:
+        """(hostIP, protocol, hostPort) of every host port the pod uses, sanitized."""
+        from scheduler.framework.nodeinfo import pod_host_ports_of
+
+        return pod_host_ports_of(self.pod)
+
+    @cached_property
+    def has_affinity(self) -> bool:
+        a = self.pod.spec.affinity
+        return self.pod.spec.HasField("affinity") and (
+            a.HasField("pod_affinity") or a.HasField("pod_anti_affinity")
+        )
+
+    @cached_property
+    def has_required_anti_affinity(self) -> bool:
+        a = self.pod.spec.affinity
+        return (
+            self.pod.spec.HasField("affinity")
+            and a.HasField("pod_anti_affinity")
+            and len(a.pod_anti_affinity.required_during_scheduling_ignored_during_execution) > 0
+        )
 
 
 @dataclass
@@ -146,7 +214,18 @@ class QueuedPodInfo:
     # Plugins that rejected it in its last attempt: only events they registered can move it back.
     unschedulable_plugins: set[str] = field(default_factory=set)
     pending_plugins: set[str] = field(default_factory=set)
-    gated: bool = False  # held by PreEnqueue (e.g. scheduling gates)
+    gated: bool = False  # held by PreEnqueue (e.g. scheduling gates); True iff gating_plugin is set
+    # The PreEnqueue plugin that holds the pod, and the events it registered: only those can
+    # release it (upstream GatingPlugin / GatingPluginEvents).
+    gating_plugin: str = ""
+    gating_plugin_events: list[ClusterEvent] = field(default_factory=list)
+    # When backoff ends (cached; cleared whenever attempts or timestamp change), upstream
+    # BackoffExpiration. None = not computed yet.
+    backoff_expiration: float | None = None
+    # Attempts that ended rejected by plugins / ended in an error (upstream UnschedulableCount,
+    # ConsecutiveErrorsCount; the latter resets when a rejection follows an error).
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
 
     @property
     def pod(self) -> pb.Pod:

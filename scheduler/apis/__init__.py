@@ -1,0 +1,1 @@
+"""Versioned API types of the scheduler (upstream ``pkg/scheduler/apis``)."""
