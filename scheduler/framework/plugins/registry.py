@@ -1,0 +1,39 @@
+"""The in-tree plugin registry: plugin name -> factory (upstream plugins/registry.go).
+
+A factory takes the plugin's already-parsed pluginConfig args (a mapping with the camelCase keys
+of KubeSchedulerConfiguration, or None for the defaults) and the FrameworkHandle, and returns
+the plugin. Invalid args raise ValueError with a message naming the field.
+"""
+
+from __future__ import annotations
+
+from scheduler.framework.interface import PluginFactory
+from scheduler.framework.plugins import (
+    balanced_allocation,
+    defaultbinder,
+    imagelocality,
+    nodeaffinity,
+    nodename,
+    nodeports,
+    noderesources_fit,
+    nodeunschedulable,
+    podtopologyspread,
+    queuesort,
+    schedulinggates,
+    tainttoleration,
+)
+
+REGISTRY: dict[str, PluginFactory] = {
+    queuesort.NAME: queuesort.new,
+    schedulinggates.NAME: schedulinggates.new,
+    nodeunschedulable.NAME: nodeunschedulable.new,
+    nodename.NAME: nodename.new,
+    nodeports.NAME: nodeports.new,
+    noderesources_fit.NAME: noderesources_fit.new,
+    balanced_allocation.NAME: balanced_allocation.new,
+    tainttoleration.NAME: tainttoleration.new,
+    nodeaffinity.NAME: nodeaffinity.new,
+    imagelocality.NAME: imagelocality.new,
+    podtopologyspread.NAME: podtopologyspread.new,
+    defaultbinder.NAME: defaultbinder.new,
+}
