@@ -1,0 +1,422 @@
+"""The scheduling algorithm of one cycle: find the nodes that fit, score them, pick one
+(upstream `pkg/scheduler/schedule_one.go`: schedulePod, findNodesThatFitPod,
+findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost, and the
+`FitError` / `Diagnosis` of `pkg/scheduler/framework/types.go`).
+
+As upstream:
+
+* Filtering stops once `num_feasible_nodes_to_find` nodes passed: all nodes below 100, else the
+  percentageOfNodesToScore of the profile (or the scheduler's), adaptive when 0:
+  `50 - nodes/125` percent, at least 5 %, and never fewer than 100 nodes.
+* The scan starts where the previous cycle's stopped (`AlgorithmState.next_start_node_index`),
+  so every node gets its turn across pods.
+* A pod with `status.nominatedNodeName` tries that node first.
+* One feasible node: chosen without scoring (no PreScore/Score run). No Score plugins: every
+  node scores 1.
+* Among the nodes with the highest total score one is picked uniformly at random: the
+  distribution of upstream's reservoir sampling, drawn with one number from a seedable RNG.
+
+Upstream runs Filter and Score on 16 goroutines; kse scans sequentially (same results as upstream
+with parallelism 1) and evaluates many nodes per plugin call through the framework's batch path.
+With `Framework(batch=False)` this module takes the literal node-by-node path instead; both give
+identical results (tests check it).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from proto import kse_pb2 as pb
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.runtime import Framework, NodeInfoView, NodePluginScores, ScoreMatrix
+from scheduler.framework.types import Code, PodInfo, Status
+
+IntP = npt.NDArray[np.intp]
+
+# Upstream constants (schedule_one.go).
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
+
+# ------------------------------------------------------------------------------------ types
+
+
+@dataclass
+class Diagnosis:
+    """Why nodes were rejected (upstream framework.Diagnosis). `node_to_status` holds the nodes
+    rejected explicitly; every other node of the cycle that did not pass has
+    `absent_nodes_status` (set when PreFilter rejected everything or narrowed the nodes)."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    absent_nodes_status: Status = field(default_factory=lambda: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add_plugin_status(self, status: Status) -> None:
+        """Record the plugin of a rejection (upstream Diagnosis.AddPluginStatus)."""
+        if not status.plugin:
+            return
+        if status.is_rejected():
+            self.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            self.pending_plugins.add(status.plugin)
+
+    def status_of(self, node_name: str) -> Status:
+        return self.node_to_status.get(node_name, self.absent_nodes_status)
+
+
+class FitError(Exception):
+    """No node fits the pod (upstream framework.FitError). `str()` is upstream's message:
+    "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s)." with the
+    reasons counted over all nodes and sorted as strings, then the PostFilter message."""
+
+    def __init__(self, pod: pb.Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        if d.pre_filter_msg:
+            # PreFilter rejected the pod: every node has that status, its reason is said once.
+            msg += f" {d.pre_filter_msg}."
+        else:
+            reasons: dict[str, int] = {}
+            for status in d.node_to_status.values():
+                for reason in status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            absent = self.num_all_nodes - len(d.node_to_status)
+            if absent > 0:
+                for reason in d.absent_nodes_status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + absent
+            histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+            if histogram:
+                msg += f" {', '.join(histogram)}."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}"
+        return msg
+
+
+class NoNodesAvailableError(Exception):
+    """The snapshot has no nodes (upstream ErrNoNodesAvailable)."""
+
+    def __init__(self) -> None:
+        super().__init__("no nodes available to schedule pods")
+
+
+class SchedulingError(Exception):
+    """A plugin failed with an Error status during the algorithm; `status` is that status."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """The outcome of `schedule_pod` (upstream ScheduleResult)."""
+
+    suggested_host: str
+    evaluated_nodes: int  # nodes filtered (passed or not)
+    feasible_nodes: int  # nodes that passed
+
+
+@dataclass
+class AlgorithmState:
+    """What the algorithm keeps across cycles, owned by the Scheduler: where the next node scan
+    starts, the scheduler-wide percentageOfNodesToScore (a profile's own value wins), and the RNG
+    of the tie-break (seed it for reproducible runs)."""
+
+    percentage_of_nodes_to_score: int = 0
+    next_start_node_index: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+
+@dataclass
+class FeasibleNodes:
+    """The nodes that passed Filter, as indices of `snapshot.node_info_list` in scan order."""
+
+    snapshot: Snapshot
+    indices: IntP
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def node_infos(self) -> list[NodeInfo]:
+        infos = self.snapshot.node_info_list
+        return [infos[i] for i in self.indices.tolist()]
+
+    def names(self) -> list[str]:
+        infos = self.snapshot.node_info_list
+        return [infos[i].name for i in self.indices.tolist()]
+
+
+# ------------------------------------------------------------------------------------ algorithm
+
+
+def num_feasible_nodes_to_find(
+    profile_percentage: int | None, global_percentage: int, num_all_nodes: int
+) -> int:
+    """How many feasible nodes to find before scoring (upstream numFeasibleNodesToFind)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    percentage = profile_percentage if profile_percentage is not None else global_percentage
+    if percentage == 0:
+        percentage = 50 - num_all_nodes // 125
+        if percentage < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            percentage = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    num_nodes = num_all_nodes * percentage // 100
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return MIN_FEASIBLE_NODES_TO_FIND
+    return num_nodes
+
+
+def schedule_pod(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    snapshot: Snapshot,
+    alg: AlgorithmState | None = None,
+) -> ScheduleResult:
+    """Pick a node for the pod (upstream schedulePod). Raises NoNodesAvailableError, FitError
+    (no node fits: run PostFilter and report it unschedulable) or SchedulingError (a plugin
+    failed)."""
+    alg = alg if alg is not None else AlgorithmState()
+    if fwk.snapshot_shared_lister() is not snapshot:
+        fwk.set_snapshot(snapshot)
+    num_nodes = snapshot.num_nodes()
+    if num_nodes == 0:
+        raise NoNodesAvailableError()
+    feasible, diagnosis = find_nodes_that_fit(fwk, state, pod_info, snapshot, alg)
+    if len(feasible) == 0:
+        raise FitError(pod_info.pod, num_nodes, diagnosis)
+    if len(feasible) == 1:
+        # Only one node fits: no need to score (upstream skips PreScore and Score too).
+        return ScheduleResult(
+            snapshot.node_info_list[int(feasible.indices[0])].name, 1 + len(diagnosis.node_to_status), 1
+        )
+    host = _prioritize_and_select(fwk, state, pod_info, feasible, alg.rng)
+    return ScheduleResult(host, len(feasible) + len(diagnosis.node_to_status), len(feasible))
+
+
+def find_nodes_that_fit(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    snapshot: Snapshot,
+    alg: AlgorithmState,
+) -> tuple[FeasibleNodes, Diagnosis]:
+    """PreFilter, then Filter over the nodes (upstream findNodesThatFitPod). Advances
+    `alg.next_start_node_index` by the number of nodes processed. Raises SchedulingError."""
+    diagnosis = Diagnosis()
+    none = FeasibleNodes(snapshot, np.zeros(0, np.intp))
+    all_nodes = snapshot.node_info_list
+    pre_res, s, plugins_with_nodes = fwk.run_pre_filter_plugins(state, pod_info)
+    diagnosis.unschedulable_plugins = set(plugins_with_nodes)
+    if s is not None and s.code != Code.SUCCESS:
+        if not s.is_rejected():
+            raise SchedulingError(s)
+        # Every node gets the same status, so that preemption can handle them.
+        diagnosis.absent_nodes_status = s
+        diagnosis.pre_filter_msg = s.message()
+        diagnosis.add_plugin_status(s)
+        return none, diagnosis
+
+    pod = pod_info.pod
+    if pod.status.nominated_node_name:
+        # Likely the only node that fits after a preemption: try it first.
+        feasible = _evaluate_nominated_node(fwk, state, pod_info, snapshot, diagnosis)
+        if len(feasible):
+            return feasible, diagnosis
+
+    if pre_res is None or pre_res.all_nodes():
+        order = np.arange(len(all_nodes), dtype=np.intp)
+    else:
+        # PreFilterResult may name nodes that do not exist; only those in the snapshot count.
+        index = snapshot.index_of
+        existing = []
+        for name in pre_res.node_names or ():
+            try:
+                i = index(name)
+            except KeyError:
+                continue
+            if all_nodes[i].node is not None:
+                existing.append(i)
+        order = np.array(sorted(existing), dtype=np.intp)
+        diagnosis.absent_nodes_status = Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            [f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins_with_nodes))}]"],
+        )
+    feasible, error = _find_nodes_that_pass_filters(fwk, state, pod_info, snapshot, diagnosis, order, alg)
+    # Always advance the start index, even on error, so that every node gets its turn.
+    processed = len(feasible) + len(diagnosis.node_to_status)
+    if all_nodes:
+        alg.next_start_node_index = (alg.next_start_node_index + processed) % len(all_nodes)
+    if error is not None:
+        raise SchedulingError(error)
+    return feasible, diagnosis
+
+
+def _evaluate_nominated_node(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+) -> FeasibleNodes:
+    name = pod_info.pod.status.nominated_node_name
+    try:
+        i = snapshot.index_of(name)
+    except KeyError:
+        return FeasibleNodes(snapshot, np.zeros(0, np.intp))
+    node_info = snapshot.node_info_list[i]
+    status = fwk.run_filter_plugins(state, pod_info, node_info)
+    if status is None or status.code == Code.SUCCESS:
+        return FeasibleNodes(snapshot, np.array([i], dtype=np.intp))
+    if status.code == Code.ERROR:
+        return FeasibleNodes(snapshot, np.zeros(0, np.intp))  # upstream logs it and goes on
+    diagnosis.node_to_status[name] = status
+    diagnosis.add_plugin_status(status)
+    return FeasibleNodes(snapshot, np.zeros(0, np.intp))
+
+
+def _find_nodes_that_pass_filters(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    snapshot: Snapshot,
+    diagnosis: Diagnosis,
+    order: IntP,
+    alg: AlgorithmState,
+) -> tuple[FeasibleNodes, Status | None]:
+    """Upstream findNodesThatPassFilters: filter `order` (snapshot indices) starting at
+    `alg.next_start_node_index`, until enough nodes are feasible."""
+    num_all = len(order)
+    num_to_find = num_feasible_nodes_to_find(
+        fwk.percentage_of_nodes_to_score, alg.percentage_of_nodes_to_score, num_all
+    )
+    if not fwk.has_score_plugins():
+        num_to_find = 1  # nothing to rank them by: the first that fits will do
+    if num_all == 0:
+        return FeasibleNodes(snapshot, order), None
+    start = alg.next_start_node_index % num_all
+    rotated = np.concatenate((order[start:], order[:start])) if start else order
+    if not fwk.has_filter_plugins():
+        return FeasibleNodes(snapshot, rotated[:num_to_find]), None
+
+    infos = snapshot.node_info_list
+    if fwk.batch:
+        outcome = fwk.filter_batch(state, pod_info, snapshot, rotated, num_to_find)
+        rejected, feasible_idx, error = outcome.rejected, outcome.feasible, outcome.error
+    else:
+        # The literal path: one node after the other, as upstream with parallelism 1.
+        rejected, feasible_list, error = [], [], None
+        for i in rotated.tolist():
+            s = fwk.run_filter_plugins(state, pod_info, infos[i])
+            if s is None or s.code == Code.SUCCESS:
+                feasible_list.append(i)
+                if len(feasible_list) >= num_to_find:
+                    break
+            elif s.code == Code.ERROR:
+                error = s
+                break
+            else:
+                rejected.append((i, s))
+        feasible_idx = np.array(feasible_list, dtype=np.intp)
+    for i, status in rejected:
+        diagnosis.node_to_status[infos[i].name] = status
+        diagnosis.add_plugin_status(status)
+    return FeasibleNodes(snapshot, feasible_idx), error
+
+
+def prioritize_nodes(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, nodes: Sequence[NodeInfo] | FeasibleNodes
+) -> list[NodePluginScores]:
+    """PreScore and Score the nodes (upstream prioritizeNodes); without Score plugins every node
+    scores 1. Raises SchedulingError."""
+    if isinstance(nodes, FeasibleNodes):
+        snapshot, indices = nodes.snapshot, nodes.indices
+    else:
+        snapshot = _snapshot_of(fwk)
+        indices = np.array([snapshot.index_of(ni.name) for ni in nodes], dtype=np.intp)
+    names = [snapshot.node_info_list[i].name for i in indices.tolist()]
+    if not fwk.has_score_plugins():
+        return [NodePluginScores(name, [], 1) for name in names]
+    matrix = score_feasible(fwk, state, pod_info, FeasibleNodes(snapshot, indices))
+    return matrix.node_plugin_scores(names)
+
+
+def score_feasible(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, feasible: FeasibleNodes
+) -> ScoreMatrix:
+    """PreScore and Score over the feasible nodes, as a ScoreMatrix (the fast path of
+    prioritize_nodes; also what `kse what-if` shows). Raises SchedulingError."""
+    snapshot, indices = feasible.snapshot, feasible.indices
+    view = NodeInfoView(snapshot.node_info_list, indices.tolist())
+    s = fwk.run_pre_score_plugins(state, pod_info, view)
+    if s is not None and s.code != Code.SUCCESS:
+        raise SchedulingError(s)
+    if fwk.batch:
+        matrix, s = fwk.score_matrix(state, pod_info, snapshot, indices)
+        if matrix is None:
+            assert s is not None
+            raise SchedulingError(s)
+        return matrix
+    scores, s = fwk.run_score_plugins(state, pod_info, view)
+    if s is not None and s.code != Code.SUCCESS:
+        raise SchedulingError(s)
+    plugins = [p.name for p in scores[0].scores] if scores else []
+    weights = [fwk.score_weights[p] for p in plugins]
+    raw = np.array(
+        [[ps.score // w for ps, w in zip(nps.scores, weights, strict=True)] for nps in scores],
+        dtype=np.int64,
+    ).reshape(len(scores), len(plugins))
+    totals = np.array([nps.total_score for nps in scores], dtype=np.int64)
+    return ScoreMatrix(plugins, weights, indices, raw.T.copy(), totals)
+
+
+def _prioritize_and_select(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, feasible: FeasibleNodes, rng: random.Random
+) -> str:
+    infos = feasible.snapshot.node_info_list
+    if not fwk.has_score_plugins():
+        return infos[int(feasible.indices[_pick_max(np.ones(len(feasible), np.int64), rng)])].name
+    matrix = score_feasible(fwk, state, pod_info, feasible)
+    return infos[int(feasible.indices[_pick_max(matrix.totals, rng)])].name
+
+
+def _pick_max(totals: npt.NDArray[np.int64], rng: random.Random) -> int:
+    """Position of a highest total, uniformly at random among the ties."""
+    best = np.flatnonzero(totals == totals.max())
+    if len(best) == 1:
+        return int(best[0])
+    return int(best[rng.randrange(len(best))])
+
+
+def select_host(node_scores: Sequence[NodePluginScores], rng: random.Random | None = None) -> str:
+    """The node with the highest total score; ties broken uniformly at random (upstream
+    selectHost's reservoir sampling gives each of k tied nodes probability 1/k; this draws one
+    number). Raises ValueError on an empty list, as upstream errors on "empty priorityList"."""
+    if not node_scores:
+        raise ValueError("empty priorityList")
+    totals = np.fromiter((ns.total_score for ns in node_scores), np.int64, len(node_scores))
+    return node_scores[_pick_max(totals, rng if rng is not None else random.Random())].name
+
+
+def _snapshot_of(fwk: Framework) -> Snapshot:
+    lister = fwk.snapshot_shared_lister()
+    if not isinstance(lister, Snapshot):
+        raise TypeError("prioritize_nodes needs the framework's snapshot to be a Snapshot")
+    return lister
+
+
+def diagnosis_statuses(diagnosis: Diagnosis, node_names: Sequence[str]) -> Mapping[str, Status]:
+    """The status of each of `node_names` that did not pass (explicit or absent)."""
+    return {name: diagnosis.status_of(name) for name in node_names}

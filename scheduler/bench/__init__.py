@@ -1,0 +1,71 @@
+"""Scheduler benchmarks. `register_throughput(sub)` adds `kse bench throughput` to the
+subparsers of `kse bench`; it imports nothing heavy, the benchmark module is loaded only when the
+command runs (so `kse --help` stays fast)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+DEFAULT_NODES = 5000
+DEFAULT_INIT_PODS = 1000
+DEFAULT_PODS = 10000
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def register_throughput(sub: SubParsers) -> None:
+    """Add `kse bench throughput` (upstream scheduler_perf SchedulingBasic)."""
+    p = sub.add_parser(
+        "throughput",
+        help="scheduling throughput, as scheduler_perf SchedulingBasic (pods/s, attempt latency)",
+        description="Schedules PODS pods onto NODES nodes (4 CPU, 32Gi, 110 pods each) after "
+        "INIT_PODS unmeasured ones (100m CPU, 500Mi each), with the default profile. By default "
+        "in-process: the real scheduling queue and framework over an in-memory cache, binds "
+        "written to the cache only. --e2e runs the scheduler process against the API server.",
+    )
+    p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES, metavar="N", help="nodes (default 5000)")
+    p.add_argument(
+        "--init-pods",
+        type=_count,
+        default=DEFAULT_INIT_PODS,
+        metavar="I",
+        help="unmeasured pods (default 1000)",
+    )
+    p.add_argument(
+        "--pods", type=_positive, default=DEFAULT_PODS, metavar="P", help="measured pods (default 10000)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the tie-break RNG (default 0)")
+    p.add_argument(
+        "--scalar",
+        action="store_true",
+        help="disable the plugins' batch (numpy) methods: the node-by-node reference path",
+    )
+    p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
+    p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of a table")
+    p.set_defaults(func=_run_throughput)
+
+
+def _run_throughput(args: argparse.Namespace) -> int:
+    from scheduler.bench.throughput import main
+
+    return main(args)

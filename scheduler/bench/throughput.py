@@ -1,0 +1,312 @@
+"""`kse bench throughput`: scheduling throughput as upstream scheduler_perf's SchedulingBasic
+(test/integration/scheduler_perf/config/performance-config.yaml): NODES nodes of 4 CPU, 32Gi and
+110 pods; INIT_PODS pods scheduled first and not measured; then PODS pods measured; every pod
+requests 100m CPU and 500Mi (the pod-default.yaml template).
+
+In-process mode (default) drives the real scheduler code in this process: the scheduling queue
+(`scheduler.queue.PriorityQueue`) with the default profile's QueueSort, PreEnqueue and queueing
+hints; the default profile's Framework; the scheduler cache (`scheduler.cache.Cache`), whose
+snapshot is updated at the start of every cycle; `scheduler.algorithm.schedule_pod`; assume,
+Reserve, Permit, PreBind, Bind (DefaultBinder) and PostBind; and a binder that writes to the cache
+only (the bind confirms the assumed pod, as the informer's event for the bound pod would). One
+attempt at a time, the binding cycle awaited inline: no API server, so nothing to overlap.
+
+Reported: `pods_per_s` (measured pods over the wall time from the first measured pop to the last
+measured bind) and the per-attempt latency (pop to bound) percentiles.
+
+`--e2e` (etcd, API server, `kse scheduler` process) is `scheduler.bench.e2e`, reached through
+`run_e2e`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from proto import kse_pb2 as pb
+from scheduler.algorithm import AlgorithmState, FitError, NoNodesAvailableError, SchedulingError, schedule_pod
+from scheduler.cache.cache import Cache
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import Code, PodInfo, QueuedPodInfo
+from scheduler.profile import load_scheduler_config, new_framework
+from scheduler.queue.scheduling_queue import PriorityQueue
+
+NODE_ALLOCATABLE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+POD_REQUESTS = {"cpu": "100m", "memory": "500Mi"}
+POD_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass
+class Config:
+    nodes: int = 5000
+    init_pods: int = 1000
+    pods: int = 10000
+    seed: int = 0
+    batch: bool = True
+
+
+# ------------------------------------------------------------------------------------ workload
+
+
+def make_nodes(count: int) -> list[pb.Node]:
+    """scheduler_perf's node-default.yaml: capacity 4 CPU / 32Gi / 110 pods, Ready (the API
+    server defaults allocatable to capacity)."""
+    nodes = []
+    for i in range(count):
+        node = pb.Node(api_version="v1", kind="Node")
+        node.metadata.name = f"scheduler-perf-{i:05d}"
+        node.metadata.uid = f"node-uid-{i}"
+        node.metadata.labels["kubernetes.io/hostname"] = node.metadata.name
+        node.status.capacity.update(NODE_ALLOCATABLE)
+        node.status.allocatable.update(NODE_ALLOCATABLE)
+        node.status.conditions.add(type="Ready", status="True")
+        node.status.phase = "Running"
+        nodes.append(node)
+    return nodes
+
+
+def make_pods(prefix: str, count: int, namespace: str = "default") -> list[pb.Pod]:
+    """scheduler_perf's pod-default.yaml: one pause container requesting 100m / 500Mi."""
+    template = pb.Pod(api_version="v1", kind="Pod")
+    template.metadata.namespace = namespace
+    c = template.spec.containers.add(name="pause", image=POD_IMAGE)
+    c.resources.requests.update(POD_REQUESTS)
+    template.spec.scheduler_name = "default-scheduler"
+    pods = []
+    for i in range(count):
+        pod = pb.Pod()
+        pod.CopyFrom(template)
+        pod.metadata.name = f"{prefix}-{i}"
+        pod.metadata.uid = f"{prefix}-uid-{i}"
+        pods.append(pod)
+    return pods
+
+
+class CacheBinder:
+    """The scheduler cache (scheduler.cache.Cache) with the Snapshot the cycles read, and a
+    binder that writes to the cache only: a bind confirms the assumed pod at once, as the
+    informer's Add of the bound pod would (upstream FinishBinding then AddPod)."""
+
+    def __init__(self, nodes: list[pb.Node]) -> None:
+        self.cache = Cache(ttl=0)
+        for node in nodes:
+            self.cache.add_node(node)
+        self.snapshot = self.cache.new_snapshot()
+        self.pod_infos: dict[str, PodInfo] = {}
+        self.bound = 0
+
+    def assume(self, pod_info: PodInfo, node_name: str) -> None:
+        # upstream assume(): the pod object is a copy with spec.nodeName set; this benchmark
+        # owns its pods, so it sets the field in place and keeps the PodInfo's derived data.
+        pod_info.pod.spec.node_name = node_name
+        self.cache.assume_pod(pod_info, node_name)
+        self.pod_infos[pod_info.uid_key] = pod_info
+
+    def forget(self, pod_info: PodInfo, node_name: str) -> None:
+        self.cache.forget_pod(pod_info, node_name)
+        self.pod_infos.pop(pod_info.uid_key, None)
+        pod_info.pod.spec.node_name = ""
+
+    async def bind(self, pod: pb.Pod, node_name: str) -> None:
+        self.cache.finish_binding(pod)
+        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+        self.cache.add_pod(pod, self.pod_infos.pop(key, None))
+        self.bound += 1
+
+
+# ------------------------------------------------------------------------------------ loop
+
+
+class Loop:
+    """One scheduling attempt at a time, as upstream ScheduleOne: pop, schedule, assume,
+    Reserve, Permit, then the binding cycle (awaited inline: the binder is in memory)."""
+
+    def __init__(self, fwk: Framework, cache: CacheBinder, queue: PriorityQueue, alg: AlgorithmState) -> None:
+        self.fwk = fwk
+        self.cache = cache
+        self.queue = queue
+        self.alg = alg
+        self.unschedulable = 0
+        self.errors = 0
+
+    async def schedule_one(self, qpi: QueuedPodInfo) -> bool:
+        fwk, cache, queue = self.fwk, self.cache, self.queue
+        pod_info = qpi.pod_info
+        state = CycleState()
+        snapshot = cache.snapshot
+        cache.cache.update_snapshot(snapshot)  # upstream schedulePod starts with UpdateSnapshot
+        try:
+            result = schedule_pod(fwk, state, pod_info, snapshot, self.alg)
+        except FitError as e:
+            self.unschedulable += 1
+            qpi.unschedulable_plugins = set(e.diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(e.diagnosis.pending_plugins)
+            queue.add_unschedulable_if_not_present(qpi)
+            return False
+        except (NoNodesAvailableError, SchedulingError):
+            self.errors += 1
+            queue.add_unschedulable_if_not_present(qpi)
+            return False
+        host = result.suggested_host
+        cache.assume(pod_info, host)
+        s = fwk.run_reserve_plugins_reserve(state, pod_info, host)
+        if s is None or s.code == Code.SUCCESS:
+            s = fwk.run_permit_plugins(state, pod_info, host)
+        if s is not None and s.code not in (Code.SUCCESS, Code.WAIT):
+            return self._fail(qpi, state, host)
+        # binding cycle
+        s = await fwk.wait_on_permit(pod_info)
+        if s is not None and s.code != Code.SUCCESS:
+            return self._fail(qpi, state, host)
+        queue.done(pod_info.pod.metadata.uid)
+        s = await fwk.run_pre_bind_plugins(state, pod_info, host)
+        if s is None or s.code == Code.SUCCESS:
+            s = await fwk.run_bind_plugins(state, pod_info, host)
+        if s is not None and s.code != Code.SUCCESS:
+            self.errors += 1
+            fwk.run_reserve_plugins_unreserve(state, pod_info, host)
+            cache.forget(pod_info, host)
+            queue.add(pod_info.pod)
+            return False
+        await fwk.run_post_bind_plugins(state, pod_info, host)
+        return True
+
+    def _fail(self, qpi: QueuedPodInfo, state: CycleState, host: str) -> bool:
+        self.errors += 1
+        self.fwk.run_reserve_plugins_unreserve(state, qpi.pod_info, host)
+        self.cache.forget(qpi.pod_info, host)
+        self.queue.add_unschedulable_if_not_present(qpi)
+        return False
+
+    async def drain(self, count: int, latencies: list[float] | None = None) -> int:
+        """Schedule until `count` pods are bound or the queue has nothing to pop."""
+        bound = 0
+        clock = time.perf_counter
+        while bound < count:
+            qpi = self.queue.try_pop()
+            if qpi is None:
+                break
+            t0 = clock()
+            if await self.schedule_one(qpi):
+                bound += 1
+                if latencies is not None:
+                    latencies.append(clock() - t0)
+        return bound
+
+
+def _setup(cfg: Config) -> Loop:
+    cache = CacheBinder(make_nodes(cfg.nodes))
+    profile = load_scheduler_config().profiles[0]
+    fwk = new_framework(profile, snapshot=cache.snapshot, binder=cache.bind, batch=cfg.batch)
+    queue = PriorityQueue(
+        fwk.queue_sort_func(),
+        queueing_hints=fwk.queueing_hints(),
+        pre_enqueue=fwk.pre_enqueue_functions(),
+    )
+    alg = AlgorithmState(rng=random.Random(cfg.seed))
+    return Loop(fwk, cache, queue, alg)
+
+
+async def run_in_process(cfg: Config) -> dict[str, Any]:
+    loop = _setup(cfg)
+    for pod in make_pods("init-pod", cfg.init_pods):
+        loop.queue.add(pod)
+    init_bound = await loop.drain(cfg.init_pods)
+    measured = make_pods("pod", cfg.pods)
+    for pod in measured:
+        loop.queue.add(pod)
+    latencies: list[float] = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    bound = await loop.drain(cfg.pods, latencies)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    lat = np.array(latencies) * 1000.0 if latencies else np.zeros(1)
+    return {
+        "mode": "in-process",
+        "nodes": cfg.nodes,
+        "pods": cfg.pods,
+        "pods_per_s": round(bound / elapsed, 1) if elapsed > 0 else 0.0,
+        "attempt_ms_p50": round(float(np.percentile(lat, 50)), 3),
+        "attempt_ms_p99": round(float(np.percentile(lat, 99)), 3),
+        "init_pods": cfg.init_pods,
+        "init_bound": init_bound,
+        "bound": bound,
+        "unschedulable_attempts": loop.unschedulable,
+        "error_attempts": loop.errors,
+        "elapsed_s": round(elapsed, 3),
+        # CPU seconds of this process for the measured pods: on a busy machine, pods/cpu_s
+        # is what the scheduler would reach with a core of its own.
+        "cpu_s": round(cpu, 3),
+        "pods_per_cpu_s": round(bound / cpu, 1) if cpu > 0 else 0.0,
+        "batch": cfg.batch,
+    }
+
+
+def run_e2e(args: argparse.Namespace) -> int:
+    """`kse bench throughput --e2e`: the same workload through etcd, the API server and a
+    `kse scheduler` process, with the same JSON keys and "mode": "e2e". Implemented by the
+    scheduler-process work in `scheduler.bench.e2e`; NotImplementedError until it is there."""
+    try:
+        e2e = importlib.import_module("scheduler.bench.e2e")
+    except ModuleNotFoundError as e:
+        if e.name != "scheduler.bench.e2e":
+            raise
+        raise NotImplementedError("kse bench throughput --e2e is not implemented yet") from None
+    return int(e2e.run_e2e(args))
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+JSON_KEYS = ("mode", "nodes", "pods", "pods_per_s", "attempt_ms_p50", "attempt_ms_p99")
+
+
+def print_report(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({k: result[k] for k in JSON_KEYS}))
+        return
+    rows = [
+        ("mode", result["mode"]),
+        ("nodes", result["nodes"]),
+        ("init pods", result.get("init_pods", "")),
+        ("measured pods", result["pods"]),
+        ("bound", result.get("bound", "")),
+        ("pods/s", f"{result['pods_per_s']:.1f}"),
+        ("attempt p50", f"{result['attempt_ms_p50']:.3f} ms"),
+        ("attempt p99", f"{result['attempt_ms_p99']:.3f} ms"),
+        ("pods/cpu-s", f"{result.get('pods_per_cpu_s', 0.0):.1f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.e2e:
+        try:
+            return run_e2e(args)
+        except NotImplementedError as e:
+            print(f"kse bench throughput: {e}", file=sys.stderr)
+            return 2
+    cfg = Config(
+        nodes=args.nodes, init_pods=args.init_pods, pods=args.pods, seed=args.seed, batch=not args.scalar
+    )
+    print(
+        f"kse bench throughput: {cfg.nodes} nodes, {cfg.init_pods} init pods, {cfg.pods} measured pods ...",
+        file=sys.stderr,
+    )
+    try:
+        result = asyncio.run(run_in_process(cfg))
+    except KeyboardInterrupt:
+        print("kse bench throughput: interrupted", file=sys.stderr)
+        return 130
+    print_report(result, args.json)
+    return 0

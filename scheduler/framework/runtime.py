@@ -1,0 +1,1025 @@
+"""The framework runtime: one `Framework` per profile runs that profile's plugins at each extension
+point (upstream `pkg/scheduler/framework/runtime/framework.go`, frameworkImpl).
+
+Semantics are upstream's, point by point:
+
+* **PreFilter** runs every plugin; Skip puts the plugin in `state.skip_filter_plugins` (its Filter
+  and PreFilterExtensions do not run); UnschedulableAndUnresolvable stops at once, Unschedulable
+  is remembered and the rest still run (kubernetes#119770), anything else is an Error. The
+  PreFilterResults are intersected; an empty intersection rejects every node.
+* **Filter**: plugins in order; the first non-success wins and names its plugin; a status that is
+  not a rejection becomes an Error.
+* **PreScore**: Skip puts the plugin in `state.skip_score_plugins` (its Score does not run).
+* **Score**: every plugin scores every node, then each plugin's NormalizeScore runs, then every
+  score is checked to be in [0, 100] and multiplied by the plugin's weight.
+* **Reserve** in order, **Unreserve** in reverse order; **Permit**: rejection stops, Wait parks the
+  pod in the waiting-pods map with the plugin's timeout (capped); **PreBind** (Skip from
+  PreBindPreFlight honoured through `state.skip_pre_bind_plugins`), **Bind** until the first
+  plugin that does not Skip, **PostBind** (informational).
+
+The scheduling cycle is synchronous; the binding cycle (`wait_on_permit`, PreBind, Bind, PostBind)
+is async. A plugin that raises is treated as returning an Error status with the exception's text.
+
+Fast path (`filter_batch`, `score_matrix`): the scheduler evaluates one pod against hundreds of
+nodes per cycle, so the framework works on numpy index arrays over `Snapshot.node_info_list` and
+calls a plugin's optional batch method (`filter_nodes`, `score_nodes`, and `normalize_scores`
+on its ScoreExtensions, see `BatchScoreExtensions`) when it has one, falling back to the scalar
+method per plugin otherwise. Results are identical to the scalar path (tests check it on random
+clusters); `Framework(batch=False)` turns the batch methods off.
+
+The Framework is also the FrameworkHandle its plugins receive, as upstream's frameworkImpl is.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from proto import kse_pb2 as pb
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    MAX_TOTAL_SCORE,
+    MIN_NODE_SCORE,
+    BatchFilterPlugin,
+    BatchScorePlugin,
+    BindPlugin,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeScore,
+    PermitPlugin,
+    Plugin,
+    PluginFactory,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueingHintFn,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    SharedLister,
+)
+from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.types import (
+    ActionType,
+    ClusterEvent,
+    Code,
+    EventResource,
+    PodInfo,
+    QueuedPodInfo,
+    Status,
+)
+from scheduler.framework.waiting_pods import TimerFactory, WaitingPod, WaitingPodsMap, default_timers
+
+if TYPE_CHECKING:
+    from scheduler.apis.config.types import ExpandedPlugins
+
+log = logging.getLogger(__name__)
+
+I64 = npt.NDArray[np.int64]
+IntP = npt.NDArray[np.intp]
+
+# Upstream maxTimeout: the longest a Permit plugin may make a pod wait.
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+# The extension points (JSON names, as in KubeSchedulerConfiguration) and what a plugin must
+# implement to be enabled there.
+POINT_PROTOCOLS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+_PROTOCOL_NAMES = {
+    "preEnqueue": "PreEnqueuePlugin",
+    "queueSort": "QueueSortPlugin",
+    "preFilter": "PreFilterPlugin",
+    "filter": "FilterPlugin",
+    "postFilter": "PostFilterPlugin",
+    "preScore": "PreScorePlugin",
+    "score": "ScorePlugin",
+    "reserve": "ReservePlugin",
+    "permit": "PermitPlugin",
+    "preBind": "PreBindPlugin",
+    "bind": "BindPlugin",
+    "postBind": "PostBindPlugin",
+}
+# Plugins of these kinds reject pods, so the queue must know which events can undo that
+# (upstream shouldHaveEnqueueExtensions).
+_REJECTING_PROTOCOLS = (PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin)
+
+# What a plugin without EnqueueExtensions is assumed to care about: every event on every kind
+# kse has (upstream UnrollWildCardResource, restricted to Pods and Nodes).
+ALL_EVENTS = (
+    ClusterEvent(EventResource.POD, ActionType.ALL),
+    ClusterEvent(EventResource.NODE, ActionType.ALL),
+)
+
+# Smallest number of nodes filtered in one batch (numpy calls cost the same for 1 or 64 rows).
+_MIN_FILTER_CHUNK = 64
+_MIN_SCALAR_CHUNK = 8
+
+Binder = Callable[[pb.Pod, str], Awaitable[None]]
+
+
+@runtime_checkable
+class BatchScoreExtensions(Protocol):
+    """Optional on a Score plugin's ScoreExtensions: NormalizeScore over an array of the raw
+    scores of the nodes (in place), equal to `normalize_score` on the same scores as NodeScores.
+    `node_infos` are the scored nodes, in the order of `scores`."""
+
+    def normalize_scores(
+        self, state: CycleState, pod_info: PodInfo, node_infos: Sequence[NodeInfo], scores: I64
+    ) -> Status | None: ...
+
+
+# ------------------------------------------------------------------------------------ results
+
+
+@dataclass(slots=True)
+class PluginScore:
+    name: str
+    score: int  # weighted
+
+
+@dataclass(slots=True)
+class NodePluginScores:
+    """A node's weighted score from each Score plugin and their sum (upstream NodePluginScores)."""
+
+    name: str
+    scores: list[PluginScore] = field(default_factory=list)
+    total_score: int = 0
+
+
+@dataclass
+class ScoreMatrix:
+    """Scores of the Score plugins that ran (not skipped), for nodes `indices` of the snapshot:
+    `scores[k, j]` is plugin k's score of node j after NormalizeScore and before its weight."""
+
+    plugins: list[str]
+    weights: list[int]
+    indices: IntP
+    scores: I64  # shape (len(plugins), len(indices))
+    totals: I64  # weighted sums, shape (len(indices),)
+
+    def node_plugin_scores(self, names: Sequence[str]) -> list[NodePluginScores]:
+        out = []
+        weighted = self.scores * np.asarray(self.weights, np.int64)[:, None]
+        cols = weighted.T.tolist()
+        totals = self.totals.tolist()
+        for j, name in enumerate(names):
+            out.append(
+                NodePluginScores(
+                    name, [PluginScore(p, s) for p, s in zip(self.plugins, cols[j], strict=True)], totals[j]
+                )
+            )
+        return out
+
+
+@dataclass
+class FilterOutcome:
+    """What `Framework.filter_batch` found, in scan order: feasible snapshot indices, the
+    rejected nodes with the status that rejected them, and an Error that stopped the scan."""
+
+    feasible: IntP
+    rejected: list[tuple[int, Status]]
+    error: Status | None = None
+
+    @property
+    def processed(self) -> int:
+        return len(self.feasible) + len(self.rejected)
+
+
+class NodeInfoView(Sequence[NodeInfo]):
+    """A read-only sequence of the NodeInfos at `indices` of a snapshot, without copying them
+    out (the nodes PreScore plugins receive)."""
+
+    __slots__ = ("_indices", "_infos")
+
+    def __init__(self, infos: Sequence[NodeInfo], indices: Sequence[int]) -> None:
+        self._infos = infos
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeInfo: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[NodeInfo]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        if isinstance(i, slice):
+            return [self._infos[j] for j in self._indices[i]]
+        return self._infos[self._indices[i]]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        infos = self._infos
+        return (infos[j] for j in self._indices)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def _failed(status: Status | None) -> bool:
+    return status is not None and status.code != Code.SUCCESS
+
+
+def _with_plugin(status: Status, plugin: str) -> Status:
+    """The status naming `plugin` (a copy: plugins may return shared Status objects)."""
+    if status.plugin == plugin:
+        return status
+    return Status(status.code, status.reasons, plugin)
+
+
+def _error(message: str, plugin: str = "") -> Status:
+    return Status(Code.ERROR, [message], plugin)
+
+
+def _exc_status(exc: BaseException) -> Status:
+    return Status(Code.ERROR, [str(exc) or type(exc).__name__])
+
+
+def _pod_uid(pod: pb.Pod) -> str:
+    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+# ------------------------------------------------------------------------------------ Framework
+
+
+class Framework:
+    """Runs one profile's plugins (upstream frameworkImpl). Build it with
+    `scheduler.profile.new_framework` from a loaded configuration, or directly from the
+    expanded plugin lists of a profile.
+
+    Args:
+        profile_name: the profile's schedulerName.
+        plugins: the ordered plugins of each extension point, with the score weights.
+        registry: plugin name -> factory (default: the in-tree registry).
+        plugin_args: plugin name -> args mapping (camelCase) given to its factory.
+        percentage_of_nodes_to_score: the profile's own value, None when unset.
+        snapshot: what `snapshot_shared_lister()` returns to plugins; `set_snapshot` changes it.
+        binder: how the `bind` of the handle (DefaultBinder) posts pods/binding.
+        waiting_pods: the map of pods waiting at Permit, shared by all profiles of a scheduler.
+        max_permit_timeout: the cap on a Permit plugin's wait (`--permit-wait-timeout`).
+        timers: timer factory for the Permit timeouts (tests inject a fake clock).
+        batch: use the plugins' batch methods on the hot path (False: scalar methods only).
+    """
+
+    def __init__(
+        self,
+        profile_name: str,
+        plugins: ExpandedPlugins,
+        *,
+        registry: Mapping[str, PluginFactory] | None = None,
+        plugin_args: Mapping[str, Mapping[str, Any] | None] | None = None,
+        percentage_of_nodes_to_score: int | None = None,
+        snapshot: SharedLister | None = None,
+        binder: Binder | None = None,
+        waiting_pods: WaitingPodsMap | None = None,
+        max_permit_timeout: float = MAX_PERMIT_TIMEOUT,
+        timers: TimerFactory = default_timers,
+        batch: bool = True,
+    ) -> None:
+        if registry is None:
+            from scheduler.framework.plugins.registry import REGISTRY
+
+            registry = REGISTRY
+        self._profile_name = profile_name
+        self._percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self._snapshot: SharedLister = snapshot if snapshot is not None else Snapshot()
+        self._binder = binder
+        self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
+        self._max_permit_timeout = max_permit_timeout
+        self._timers = timers
+        self.batch = batch
+        args = plugin_args or {}
+
+        # Instantiate every plugin the profile uses, once (upstream pluginsNeeded + factories).
+        self.plugins_map: dict[str, Plugin] = {}
+        for name in plugins.all_plugins():
+            factory = registry.get(name)
+            if factory is None:
+                raise ValueError(f'plugin "{name}" does not exist')
+            try:
+                self.plugins_map[name] = factory(args.get(name), self)
+            except Exception as e:
+                raise ValueError(f'initializing plugin "{name}": {e}') from e
+
+        def point(name: str) -> list[tuple[str, Any]]:
+            out: list[tuple[str, Any]] = []
+            for ref in plugins.point(name):
+                plugin = self.plugins_map[ref.name]
+                if not isinstance(plugin, POINT_PROTOCOLS[name]):
+                    raise ValueError(f'plugin "{ref.name}" does not extend {_PROTOCOL_NAMES[name]} plugin')
+                if any(n == ref.name for n, _ in out):
+                    raise ValueError(f'plugin "{ref.name}" already registered as "{_PROTOCOL_NAMES[name]}"')
+                out.append((ref.name, plugin))
+            return out
+
+        self._pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = point("preEnqueue")
+        queue_sort: list[tuple[str, QueueSortPlugin]] = point("queueSort")
+        self._pre_filter: list[tuple[str, PreFilterPlugin]] = point("preFilter")
+        self._filter: list[tuple[str, FilterPlugin]] = point("filter")
+        self._post_filter: list[tuple[str, PostFilterPlugin]] = point("postFilter")
+        self._pre_score: list[tuple[str, PreScorePlugin]] = point("preScore")
+        self._score: list[tuple[str, ScorePlugin]] = point("score")
+        self._reserve: list[tuple[str, ReservePlugin]] = point("reserve")
+        self._permit: list[tuple[str, PermitPlugin]] = point("permit")
+        self._pre_bind: list[tuple[str, PreBindPlugin]] = point("preBind")
+        self._bind: list[tuple[str, BindPlugin]] = point("bind")
+        self._post_bind: list[tuple[str, PostBindPlugin]] = point("postBind")
+
+        if len(queue_sort) != 1:
+            raise ValueError(
+                f'only one queue sort plugin required for profile with scheduler name "{profile_name}", '
+                f"but got {len(queue_sort)}"
+            )
+        if not self._bind:
+            raise ValueError(
+                f'at least one bind plugin is needed for profile with scheduler name "{profile_name}"'
+            )
+        self._queue_sort = queue_sort[0][1]
+        # Batch capabilities, resolved once (isinstance against a runtime-checkable Protocol
+        # costs tens of microseconds).
+        self._filter_batch: dict[str, Callable[..., npt.NDArray[np.bool_]]] = {
+            name: plugin.filter_nodes
+            for name, plugin in self._filter
+            if isinstance(plugin, BatchFilterPlugin)
+        }
+        self._score_batch: dict[str, Callable[..., I64]] = {
+            name: plugin.score_nodes for name, plugin in self._score if isinstance(plugin, BatchScorePlugin)
+        }
+
+        # Score weights (upstream getScoreWeights): unset or 0 reads as 1; the weighted maximum
+        # must not overflow int64.
+        self.score_weights: dict[str, int] = {}
+        total = 0
+        for ref in plugins.score:
+            weight = ref.weight or 1
+            if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
+                raise ValueError("total score of Score plugins could overflow")
+            total += weight * MAX_NODE_SCORE
+            self.score_weights[ref.name] = weight
+
+    # ------------------------------------------------------------------ profile
+
+    @property
+    def profile_name(self) -> str:
+        return self._profile_name
+
+    @property
+    def percentage_of_nodes_to_score(self) -> int | None:
+        """The profile's percentageOfNodesToScore, None when the profile leaves it unset."""
+        return self._percentage_of_nodes_to_score
+
+    def has_filter_plugins(self) -> bool:
+        return bool(self._filter)
+
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self._post_filter)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self._score)
+
+    def list_plugins(self) -> dict[str, list[str]]:
+        """Extension point (JSON name) -> enabled plugin names in run order."""
+        lists: dict[str, list[tuple[str, Any]]] = {
+            "preEnqueue": self._pre_enqueue,
+            "queueSort": [("", self._queue_sort)],
+            "preFilter": self._pre_filter,
+            "filter": self._filter,
+            "postFilter": self._post_filter,
+            "preScore": self._pre_score,
+            "score": self._score,
+            "reserve": self._reserve,
+            "permit": self._permit,
+            "preBind": self._pre_bind,
+            "bind": self._bind,
+            "postBind": self._post_bind,
+        }
+        out = {point: [name for name, _ in plugins] for point, plugins in lists.items()}
+        out["queueSort"] = [self._queue_sort.name()]
+        return {k: v for k, v in out.items() if v}
+
+    def score_plugin_names(self) -> list[str]:
+        return [name for name, _ in self._score]
+
+    # ------------------------------------------------------------------ handle
+
+    def snapshot_shared_lister(self) -> SharedLister:
+        return self._snapshot
+
+    def set_snapshot(self, snapshot: SharedLister) -> None:
+        self._snapshot = snapshot
+
+    async def bind(self, pod: pb.Pod, node_name: str) -> None:
+        """The handle's bind (used by DefaultBinder): posts pods/binding through the binder."""
+        if self._binder is None:
+            raise RuntimeError("no binder configured for this framework")
+        await self._binder(pod, node_name)
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self.waiting_pods.get(uid)
+
+    def reject_waiting_pod(self, uid: str) -> bool:
+        """Reject a pod waiting at Permit (e.g. it was deleted); True if it was waiting."""
+        wp = self.waiting_pods.get(uid)
+        if wp is None:
+            return False
+        wp.reject("", "removed")
+        return True
+
+    def iterate_over_waiting_pods(self, callback: Callable[[WaitingPod], None]) -> None:
+        for wp in self.waiting_pods:
+            callback(wp)
+
+    # ------------------------------------------------------------------ queue
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
+        """Per plugin that can reject pods, the events that may make them schedulable again,
+        with their queueing hints (upstream fillEnqueueExtensions). A rejecting plugin without
+        EnqueueExtensions is registered for every event."""
+        out: dict[str, list[ClusterEventWithHint]] = {}
+        for name, plugin in self.plugins_map.items():
+            if not isinstance(plugin, _REJECTING_PROTOCOLS):
+                continue
+            if isinstance(plugin, EnqueueExtensions):
+                out[name] = list(plugin.events_to_register())
+            else:
+                out[name] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
+        return out
+
+    def queueing_hints(self) -> dict[str, list[tuple[ClusterEvent, QueueingHintFn | None]]]:
+        """`events_to_register` in the shape `PriorityQueue(queueing_hints=...)` takes."""
+        return {
+            name: [(e.event, e.queueing_hint_fn) for e in events]
+            for name, events in self.events_to_register().items()
+        }
+
+    def pre_enqueue_functions(self) -> dict[str, Callable[[PodInfo], Status | None]]:
+        """PreEnqueue plugin name -> its pre_enqueue, in order (for `PriorityQueue(pre_enqueue=...)`)."""
+        return {name: plugin.pre_enqueue for name, plugin in self._pre_enqueue}
+
+    def run_pre_enqueue_plugins(self, pod_info: PodInfo) -> Status | None:
+        """The first PreEnqueue plugin that does not let the pod in, with its name."""
+        for name, plugin in self._pre_enqueue:
+            try:
+                status = plugin.pre_enqueue(pod_info)
+            except Exception as e:
+                status = _exc_status(e)
+            if _failed(status):
+                assert status is not None
+                return _with_plugin(status, name)
+        return None
+
+    def queue_sort_less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self._queue_sort.less(a, b)
+
+    def queue_sort_func(self) -> Callable[[QueuedPodInfo, QueuedPodInfo], bool]:
+        return self._queue_sort.less
+
+    # ------------------------------------------------------------------ PreFilter / Filter
+
+    def _all_nodes(self) -> Sequence[NodeInfo]:
+        return self._snapshot.node_infos().list()
+
+    def run_pre_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """(merged PreFilterResult, status, plugins whose result narrowed the nodes), as upstream
+        RunPreFilterPlugins. Fills `state.skip_filter_plugins` with the plugins that Skip."""
+        skip: set[str] = set()
+        try:
+            return self._run_pre_filter(state, pod_info, skip)
+        finally:
+            state.skip_filter_plugins = skip
+
+    def _run_pre_filter(
+        self, state: CycleState, pod_info: PodInfo, skip: set[str]
+    ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        try:
+            nodes = self._all_nodes()
+        except Exception as e:
+            return None, _error(f"getting all nodes: {e}"), set()
+        result: PreFilterResult | None = None
+        plugins_with_nodes: set[str] = set()
+        return_status: Status | None = None
+        for name, plugin in self._pre_filter:
+            try:
+                r, s = plugin.pre_filter(state, pod_info, nodes)
+            except Exception as e:
+                r, s = None, _exc_status(e)
+            if s is not None and s.code == Code.SKIP:
+                skip.add(name)
+                continue
+            if _failed(s):
+                assert s is not None
+                s = _with_plugin(s, name)
+                if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    # Preemption cannot help: no need to run the other PreFilter plugins.
+                    return None, s, set()
+                if s.code == Code.UNSCHEDULABLE:
+                    # Preemption may help later in this cycle, which needs every PreFilter state.
+                    return_status = s
+                    continue
+                return None, _error(f'running PreFilter plugin "{name}": {s.message()}', name), set()
+            if r is not None and not r.all_nodes():
+                plugins_with_nodes.add(name)
+            if r is not None:
+                result = r if result is None else result.merge(r)
+            if result is not None and not result.all_nodes() and not result.node_names:
+                names = sorted(plugins_with_nodes)
+                if len(names) == 1:
+                    msg = f"node(s) didn't satisfy plugin {names[0]}"
+                else:
+                    msg = f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+                return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg]), plugins_with_nodes
+        return result, return_status, plugins_with_nodes
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        for name, plugin in self._pre_filter:
+            ext = plugin.pre_filter_extensions()
+            if ext is None or name in state.skip_filter_plugins:
+                continue
+            try:
+                s = ext.add_pod(state, pod_to_schedule, pod_to_add, node_info)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                return _error(f'running AddPod on PreFilter plugin "{name}": {s.message()}')
+        return None
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        for name, plugin in self._pre_filter:
+            ext = plugin.pre_filter_extensions()
+            if ext is None or name in state.skip_filter_plugins:
+                continue
+            try:
+                s = ext.remove_pod(state, pod_to_schedule, pod_to_remove, node_info)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                return _error(f'running RemovePod on PreFilter plugin "{name}": {s.message()}')
+        return None
+
+    @staticmethod
+    def _filter_failure(name: str, status: Status) -> Status:
+        if status.is_rejected():
+            return _with_plugin(status, name)
+        # Filter plugins may only succeed or reject; anything else is an error.
+        return _error(f'running "{name}" filter plugin: {status.message()}', name)
+
+    def run_filter_plugins(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
+        """Whether the pod fits the node: the first plugin that does not pass decides, and the
+        status names it (upstream RunFilterPlugins)."""
+        skip = state.skip_filter_plugins
+        for name, plugin in self._filter:
+            if name in skip:
+                continue
+            try:
+                s = plugin.filter(state, pod_info, node_info)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                return self._filter_failure(name, s)
+        return None
+
+    def filter_batch(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        snapshot: Snapshot,
+        order: IntP,
+        num_to_find: int,
+    ) -> FilterOutcome:
+        """Run Filter on the nodes `order` (indices of `snapshot.node_info_list`, in scan order)
+        until `num_to_find` nodes passed, as upstream findNodesThatPassFilters scanning one node
+        after the other: the result is the same as calling `run_filter_plugins` per node in that
+        order and stopping at the `num_to_find`-th feasible node (or at the first Error).
+
+        Nodes are evaluated in chunks, plugin by plugin: a batch-capable plugin filters the whole
+        chunk at once and its scalar `filter` is called only for the nodes it rejected, to get
+        their status; other plugins are called per node still in the running."""
+        skip = state.skip_filter_plugins
+        batch = self._filter_batch if self.batch else {}
+        chain = [(name, plugin, batch.get(name)) for name, plugin in self._filter if name not in skip]
+        infos = snapshot.node_info_list
+        feasible_parts: list[IntP] = []
+        rejected: list[tuple[int, Status]] = []
+        n = len(order)
+        found = pos = 0
+        # Nodes past the cutoff of a chunk are evaluated for nothing: cheap in a batch call, not
+        # per node, so chunks stay small when a plugin runs per node.
+        min_chunk = _MIN_FILTER_CHUNK if all(fn is not None for _, _, fn in chain) else _MIN_SCALAR_CHUNK
+        chunk = max(num_to_find, min_chunk)
+        while pos < n and found < num_to_find:
+            cand = order[pos : pos + chunk]
+            alive, statuses = self._filter_chunk(chain, state, pod_info, snapshot, infos, cand)
+            passing = np.flatnonzero(alive)
+            need = num_to_find - found
+            end = len(cand)
+            if len(passing) >= need:
+                passing = passing[:need]
+                end = int(passing[-1]) + 1  # nodes after the last needed one are not processed
+            error_at = next((p for p in sorted(statuses) if p < end and statuses[p].code == Code.ERROR), None)
+            if error_at is not None:
+                # As a sequential scan, stop at the first Error; nodes before it stay processed.
+                passing = passing[passing < error_at]
+                feasible_parts.append(cand[passing])
+                rejected.extend((int(cand[p]), statuses[p]) for p in sorted(statuses) if p < error_at)
+                return FilterOutcome(_concat(feasible_parts), rejected, statuses[error_at])
+            feasible_parts.append(cand[passing])
+            rejected.extend((int(cand[p]), statuses[p]) for p in sorted(statuses) if p < end)
+            found += len(passing)
+            pos += end
+            chunk = max(2 * (num_to_find - found), min_chunk)
+        return FilterOutcome(_concat(feasible_parts), rejected)
+
+    def _filter_chunk(
+        self,
+        chain: Sequence[tuple[str, FilterPlugin, Callable[..., npt.NDArray[np.bool_]] | None]],
+        state: CycleState,
+        pod_info: PodInfo,
+        snapshot: Snapshot,
+        infos: Sequence[NodeInfo],
+        cand: IntP,
+    ) -> tuple[npt.NDArray[np.bool_], dict[int, Status]]:
+        """Filter the nodes `cand`: (passed mask over cand, position in cand -> status)."""
+        m = len(cand)
+        alive = np.ones(m, dtype=bool)
+        statuses: dict[int, Status] = {}
+        cand_list: list[int] | None = None
+        for name, plugin, batch_fn in chain:
+            # Positions still in the running; None while all are (the common case).
+            positions = np.flatnonzero(alive) if statuses else None
+            if positions is not None and not len(positions):
+                break
+            check: Iterable[int]
+            if batch_fn is not None:
+                try:
+                    ok = batch_fn(state, pod_info, snapshot, cand if positions is None else cand[positions])
+                    rejected = np.flatnonzero(~ok) if positions is None else positions[~ok]
+                    if not len(rejected):
+                        continue
+                    check = rejected.tolist()
+                except Exception:
+                    log.exception("batch Filter of plugin %s failed; using its scalar Filter", name)
+                    check = range(m) if positions is None else positions.tolist()
+            else:
+                check = range(m) if positions is None else positions.tolist()
+            if cand_list is None:
+                cand_list = cand.tolist()
+            f = plugin.filter
+            # The scalar Filter gives the status of each node the batch rejected (and decides for
+            # plugins without a batch method).
+            for p in check:
+                try:
+                    s = f(state, pod_info, infos[cand_list[p]])
+                except Exception as e:
+                    s = _exc_status(e)
+                if s is not None and s.code != Code.SUCCESS:
+                    statuses[p] = self._filter_failure(name, s)
+                    alive[p] = False
+        return alive, statuses
+
+    # ------------------------------------------------------------------ PostFilter
+
+    def run_post_filter_plugins(
+        self, state: CycleState, pod_info: PodInfo, filtered_node_status: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """Until the first Success, Error or UnschedulableAndUnresolvable; else every plugin
+        runs and their reasons are joined (upstream RunPostFilterPlugins)."""
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        for name, plugin in self._post_filter:
+            try:
+                r, s = plugin.post_filter(state, pod_info, filtered_node_status)
+            except Exception as e:
+                r, s = None, _exc_status(e)
+            if not _failed(s):
+                return r, s
+            assert s is not None
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, _with_plugin(s, name)
+            if not s.is_rejected():
+                return None, _error(s.message(), name)
+            if r is not None and r.nominated_node_name:
+                result = r
+            reasons.extend(s.reasons)
+            if not rejector:
+                rejector = name
+        return result, Status(Code.UNSCHEDULABLE, reasons, rejector)
+
+    # ------------------------------------------------------------------ PreScore / Score
+
+    def run_pre_score_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> Status | None:
+        """Fills `state.skip_score_plugins` with the plugins that Skip; any other failure is an
+        Error (upstream RunPreScorePlugins)."""
+        skip: set[str] = set()
+        try:
+            for name, plugin in self._pre_score:
+                try:
+                    s = plugin.pre_score(state, pod_info, nodes)
+                except Exception as e:
+                    s = _exc_status(e)
+                if s is not None and s.code == Code.SKIP:
+                    skip.add(name)
+                    continue
+                if _failed(s):
+                    assert s is not None
+                    return _error(f'running PreScore plugin "{name}": {s.message()}')
+            return None
+        finally:
+            state.skip_score_plugins = skip
+
+    def run_score_plugins(
+        self, state: CycleState, pod_info: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[list[NodePluginScores], Status | None]:
+        """Every Score plugin not skipped by PreScore scores every node; then each plugin's
+        NormalizeScore; then scores are checked to be in [0, 100] and weighted (upstream
+        RunScorePlugins, scalar). Returns ([], status) on failure."""
+        plugins = [(n, p) for n, p in self._score if n not in state.skip_score_plugins]
+        per_plugin: list[list[NodeScore]] = []
+        for name, plugin in plugins:
+            scores = []
+            for ni in nodes:
+                try:
+                    value, s = plugin.score(state, pod_info, ni)
+                except Exception as e:
+                    value, s = 0, _exc_status(e)
+                if _failed(s):
+                    assert s is not None
+                    return [], _error(f'running Score plugins: plugin "{name}" failed with: {s.message()}')
+                scores.append(NodeScore(ni.name, value))
+            per_plugin.append(scores)
+        for (name, plugin), scores in zip(plugins, per_plugin, strict=True):
+            ext = plugin.score_extensions()
+            if ext is None:
+                continue
+            try:
+                s = ext.normalize_score(state, pod_info, scores)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                return [], _error(
+                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}'
+                )
+        out = []
+        for j, ni in enumerate(nodes):
+            nps = NodePluginScores(ni.name, [])
+            for (name, _), scores in zip(plugins, per_plugin, strict=True):
+                score = scores[j].score
+                if score > MAX_NODE_SCORE or score < MIN_NODE_SCORE:
+                    return [], _error(_invalid_score_message(name, score))
+                weighted = score * self.score_weights[name]
+                nps.scores.append(PluginScore(name, weighted))
+                nps.total_score += weighted
+            out.append(nps)
+        return out, None
+
+    def score_matrix(
+        self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: IntP
+    ) -> tuple[ScoreMatrix | None, Status | None]:
+        """`run_score_plugins` for the nodes at `indices` of the snapshot, as arrays: a batch
+        plugin scores all nodes at once (`score_nodes`) and normalizes an array
+        (`normalize_scores`) when it can; other plugins run per node."""
+        plugins = [(n, p) for n, p in self._score if n not in state.skip_score_plugins]
+        infos = snapshot.node_info_list
+        n = len(indices)
+        idx_list: list[int] | None = None
+        raws: list[I64] = []
+        for name, plugin in plugins:
+            arr: I64 | None = None
+            batch_fn = self._score_batch.get(name) if self.batch else None
+            if batch_fn is not None:
+                try:
+                    arr = np.array(batch_fn(state, pod_info, snapshot, indices), dtype=np.int64)
+                except Exception:
+                    log.exception("batch Score of plugin %s failed; using its scalar Score", name)
+            if arr is None:
+                if idx_list is None:
+                    idx_list = indices.tolist()
+                values = []
+                score = plugin.score
+                for i in idx_list:
+                    try:
+                        value, s = score(state, pod_info, infos[i])
+                    except Exception as e:
+                        value, s = 0, _exc_status(e)
+                    if s is not None and s.code != Code.SUCCESS:
+                        return None, _error(
+                            f'running Score plugins: plugin "{name}" failed with: {s.message()}'
+                        )
+                    values.append(value)
+                arr = np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+            raws.append(arr)
+        view: NodeInfoView | None = None
+        names: list[str] | None = None
+        for k, (name, plugin) in enumerate(plugins):
+            ext = plugin.score_extensions()
+            if ext is None:
+                continue
+            if view is None:
+                view = NodeInfoView(infos, indices.tolist() if idx_list is None else idx_list)
+            normalize_batch = getattr(ext, "normalize_scores", None) if self.batch else None
+            try:
+                if normalize_batch is not None:
+                    s = normalize_batch(state, pod_info, view, raws[k])
+                else:
+                    if names is None:
+                        names = [
+                            infos[i].name for i in (idx_list if idx_list is not None else indices.tolist())
+                        ]
+                    node_scores = list(map(NodeScore, names, raws[k].tolist()))
+                    s = ext.normalize_score(state, pod_info, node_scores)
+                    raws[k] = np.fromiter(map(_score_of, node_scores), np.int64, n)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                return None, _error(
+                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}'
+                )
+        scores = np.vstack(raws) if raws else np.zeros((0, n), np.int64)
+        if n and len(plugins) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            bad = (scores > MAX_NODE_SCORE) | (scores < MIN_NODE_SCORE)
+            # upstream reports the first node (in node order) with an out-of-range score
+            j = int(np.flatnonzero(bad.any(axis=0))[0])
+            k = int(np.flatnonzero(bad[:, j])[0])
+            return None, _error(_invalid_score_message(plugins[k][0], int(scores[k, j])))
+        weights = [self.score_weights[name] for name, _ in plugins]
+        totals = np.asarray(weights, np.int64) @ scores if plugins else np.zeros(n, np.int64)
+        return ScoreMatrix([name for name, _ in plugins], weights, indices, scores, totals), None
+
+    # ------------------------------------------------------------------ Reserve / Permit
+
+    def run_reserve_plugins_reserve(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        """Stops at the first failure; the caller must then run Unreserve."""
+        for name, plugin in self._reserve:
+            try:
+                s = plugin.reserve(state, pod_info, node_name)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                if s.is_rejected():
+                    return _with_plugin(s, name)
+                return _error(f'running Reserve plugin "{name}": {s.message()}', name)
+        return None
+
+    def run_reserve_plugins_unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        """Unreserve of every Reserve plugin, in the reverse order of Reserve."""
+        for name, plugin in reversed(self._reserve):
+            try:
+                plugin.unreserve(state, pod_info, node_name)
+            except Exception:
+                log.exception("Unreserve of plugin %s failed for pod %s", name, pod_info.key)
+
+    def run_permit_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        """None (permitted), a rejection naming the plugin, an Error, or Wait: then the pod is in
+        the waiting-pods map until every plugin that asked to wait allows it, one rejects it, or
+        that plugin's timeout (capped at `max_permit_timeout`) passes."""
+        waits: dict[str, float] = {}
+        for name, plugin in self._permit:
+            try:
+                s, timeout = plugin.permit(state, pod_info, node_name)
+            except Exception as e:
+                s, timeout = _exc_status(e), 0.0
+            if not _failed(s):
+                continue
+            assert s is not None
+            if s.is_rejected():
+                return _with_plugin(s, name)
+            if s.code == Code.WAIT:
+                waits[name] = min(float(timeout), self._max_permit_timeout)
+                continue
+            return _error(f'running Permit plugin "{name}": {s.message()}', name)
+        if waits:
+            pod = pod_info.pod
+            self.waiting_pods.add(WaitingPod(pod, waits, self._timers))
+            return Status(
+                Code.WAIT,
+                [f'one or more plugins asked to wait and no plugin rejected pod "{pod.metadata.name}"'],
+            )
+        return None
+
+    def will_wait_on_permit(self, pod: pb.Pod | PodInfo) -> bool:
+        p = pod.pod if isinstance(pod, PodInfo) else pod
+        return self.waiting_pods.get(_pod_uid(p)) is not None
+
+    async def wait_on_permit(self, pod: pb.Pod | PodInfo) -> Status | None:
+        """Wait until a pod waiting at Permit is allowed (None) or rejected (upstream
+        WaitOnPermit); returns at once for a pod that is not waiting."""
+        p = pod.pod if isinstance(pod, PodInfo) else pod
+        uid = _pod_uid(p)
+        wp = self.waiting_pods.get(uid)
+        if wp is None:
+            return None
+        try:
+            s = await wp.wait()
+        finally:
+            self.waiting_pods.remove(uid)
+        if not _failed(s):
+            return None
+        assert s is not None
+        if s.is_rejected():
+            return s
+        return _error(f"waiting on permit for pod: {s.message()}", s.plugin)
+
+    # ------------------------------------------------------------------ binding cycle
+
+    async def run_pre_bind_plugins(
+        self, state: CycleState, pod_info: PodInfo, node_name: str
+    ) -> Status | None:
+        for name, plugin in self._pre_bind:
+            if name in state.skip_pre_bind_plugins:
+                continue
+            try:
+                s = await plugin.pre_bind(state, pod_info, node_name)
+            except Exception as e:
+                s = _exc_status(e)
+            if _failed(s):
+                assert s is not None
+                if s.is_rejected():
+                    return _with_plugin(s, name)
+                return _error(f'running PreBind plugin "{name}": {s.message()}')
+        return None
+
+    async def run_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
+        """Bind plugins in order until one does not Skip (upstream RunBindPlugins); Skip if all
+        did."""
+        status: Status | None = Status(Code.SKIP)
+        for name, plugin in self._bind:
+            try:
+                status = await plugin.bind(state, pod_info, node_name)
+            except Exception as e:
+                status = _exc_status(e)
+            if status is not None and status.code == Code.SKIP:
+                continue
+            if _failed(status):
+                assert status is not None
+                if status.is_rejected():
+                    return _with_plugin(status, name)
+                return _error(f'running Bind plugin "{name}": {status.message()}')
+            return status
+        return status
+
+    async def run_post_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
+        for name, plugin in self._post_bind:
+            try:
+                await plugin.post_bind(state, pod_info, node_name)
+            except Exception:
+                log.exception("PostBind of plugin %s failed for pod %s", name, pod_info.key)
+
+
+_score_of = operator.attrgetter("score")
+
+
+def _invalid_score_message(plugin: str, score: int) -> str:
+    return (
+        f'applying score defaultWeights on Score plugins: plugin "{plugin}" returns an invalid score '
+        f"{score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
+    )
+
+
+def _concat(parts: list[IntP]) -> IntP:
+    if not parts:
+        return np.zeros(0, np.intp)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts)
