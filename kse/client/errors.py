@@ -1,0 +1,181 @@
+"""Typed API errors: one class per gRPC status the API server uses (DESIGN.md, "API conventions").
+
+Like client-go's `apierrors.IsNotFound(err)` and friends, but as exception classes: catch
+`NotFoundError`, `ConflictError`, ... Every error keeps the gRPC code, the server's message (which
+already names the object, as Kubernetes' does: `pods "x" not found`) and the revision from the
+`x-kse-revision` trailing metadata when the server sent one. `reason` is the Kubernetes
+`metav1.StatusReason` that kubectl prints: `Error from server (NotFound): pods "x" not found`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+REVISION_METADATA_KEY = "x-kse-revision"
+
+
+class ApiError(Exception):
+    """An error answer from the API server (or from the transport, for `UnavailableError`)."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    reason: str = "InternalError"
+
+    def __init__(self, message: str, *, code: grpc.StatusCode | None = None, revision: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.revision = revision
+
+    @property
+    def code_name(self) -> str:
+        """The gRPC code as its upper-case name ("NOT_FOUND"), as metrics label it."""
+        return self.code.name
+
+    def kubectl_message(self) -> str:
+        """The line kubectl would print for this error."""
+        return f"Error from server ({self.reason}): {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code.name})"
+
+
+class NotFoundError(ApiError):
+    code = grpc.StatusCode.NOT_FOUND
+    reason = "NotFound"
+
+
+class AlreadyExistsError(ApiError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+    reason = "AlreadyExists"
+
+
+class ConflictError(ApiError):
+    """ABORTED: a stale resourceVersion or uid precondition, or a pod that is already bound."""
+
+    code = grpc.StatusCode.ABORTED
+    reason = "Conflict"
+
+
+class InvalidError(ApiError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+    reason = "Invalid"
+
+
+class ForbiddenError(ApiError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+    reason = "Forbidden"
+
+
+class UnauthorizedError(ApiError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+    reason = "Unauthorized"
+
+
+class GoneError(ApiError):
+    """OUT_OF_RANGE: a watch or list from a revision older than the server keeps ("410 Gone")."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
+    reason = "Expired"
+
+
+class FencedError(ApiError):
+    """FAILED_PRECONDITION: a write carrying a fence token for a lease this writer no longer holds."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    reason = "Fenced"
+
+
+class TooManyRequestsError(ApiError):
+    """RESOURCE_EXHAUSTED: the server shed the request, or closed a watcher that fell behind."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    reason = "TooManyRequests"
+
+
+class DeadlineExceededError(ApiError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    reason = "Timeout"
+
+
+class UnavailableError(ApiError):
+    """The server could not be reached, or the call's channel was closed under it (a swap)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    reason = "ServiceUnavailable"
+
+
+class InternalError(ApiError):
+    code = grpc.StatusCode.INTERNAL
+    reason = "InternalError"
+
+
+_BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
+    cls.code: cls
+    for cls in (
+        NotFoundError,
+        AlreadyExistsError,
+        ConflictError,
+        InvalidError,
+        ForbiddenError,
+        UnauthorizedError,
+        GoneError,
+        FencedError,
+        TooManyRequestsError,
+        DeadlineExceededError,
+        UnavailableError,
+        InternalError,
+    )
+}
+# A call cancelled by the transport (its channel closed, the server went away mid-call): to the
+# caller it is the same as an unreachable server; the instance keeps the CANCELLED code.
+_BY_CODE[grpc.StatusCode.CANCELLED] = UnavailableError
+
+
+def revision_from_metadata(metadata: object) -> str:
+    """The `x-kse-revision` value from (trailing) metadata, or ""."""
+    if not metadata:
+        return ""
+    try:
+        for key, value in metadata:  # type: ignore[attr-defined]
+            if key == REVISION_METADATA_KEY:
+                return value.decode() if isinstance(value, bytes) else str(value)
+    except (TypeError, ValueError):
+        return ""
+    return ""
+
+
+def error_for_code(code: grpc.StatusCode, message: str, *, revision: str = "") -> ApiError:
+    """The typed error for a gRPC status."""
+    cls = _BY_CODE.get(code, ApiError)
+    return cls(message, code=code, revision=revision)
+
+
+def from_rpc_error(err: grpc.aio.AioRpcError) -> ApiError:
+    """Translate a gRPC error into the typed error (the original is kept as `__cause__` by callers)."""
+    message = err.details() or err.code().name
+    try:
+        trailing = err.trailing_metadata()
+    except Exception:  # pragma: no cover - defensive: metadata access must never mask the error
+        trailing = None
+    return error_for_code(err.code(), message, revision=revision_from_metadata(trailing))
+
+
+def channel_closed_error() -> UnavailableError:
+    """What a call sees when its channel was closed under it (a certificate-rotation swap)."""
+    return UnavailableError("the client channel was closed during the call", code=grpc.StatusCode.CANCELLED)
+
+
+def is_channel_close(exc: BaseException) -> bool:
+    """True when `exc` is grpc.aio's CancelledError from a closed channel, not a cancellation of us.
+
+    `await channel.close()` surfaces inside in-flight calls as `asyncio.CancelledError`. Python 3.11
+    lets us tell it apart from a real cancellation of the calling task: only the latter has a
+    pending `cancel()` request on the task (`Task.cancelling() > 0`).
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
