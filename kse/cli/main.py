@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
@@ -53,8 +54,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _take_global_config(args: list[str]) -> list[str]:
+    """Accept `kse --config PATH COMMAND ...` as kubectl accepts a leading `--kubeconfig`.
+
+    The connection file is resolved through KSE_CONFIG by every command, so a leading flag only
+    needs to set it.
+    """
+    if len(args) >= 2 and args[0] == "--config":
+        os.environ["KSE_CONFIG"] = args[1]
+        return args[2:]
+    if args and args[0].startswith("--config="):
+        os.environ["KSE_CONFIG"] = args[0].split("=", 1)[1]
+        return args[1:]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = _take_global_config(list(sys.argv[1:] if argv is None else argv))
     if args_list and args_list[0] in COMPONENTS and _available(COMPONENTS[args_list[0]][0]):
         component = importlib.import_module(COMPONENTS[args_list[0]][0])
         return int(component.main(args_list[1:]) or 0)
