@@ -1,0 +1,82 @@
+"""The audit record: one JSON line per write request the API server handles.
+
+The API server appends these (Kubernetes audit style) and the chaos checker and failover benchmark
+read them back as the history of the run, so the record format lives here, in the package both
+may import, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFence:
+    """The fencing token a write carried: the lease it names, its holder and transition count."""
+
+    lease: str  # "namespace/name"
+    holder: str
+    transitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One write request and its outcome.
+
+    `ts` is the API server's wall clock (epoch seconds) when the request completed; `revision` is the
+    etcd revision the write produced (None when it was refused). For binds `node` is the target; for
+    lease writes `lease_holder` / `lease_transitions` / `lease_renew_time` record the written spec, so
+    the lease history can be rebuilt from the log alone.
+    """
+
+    ts: float
+    user: str
+    verb: str  # create | update | update_status | delete | bind | evict
+    resource: str  # pods, nodes, leases, events, priorityclasses
+    namespace: str
+    name: str
+    code: str  # gRPC status code name: OK, ABORTED, FAILED_PRECONDITION, ...
+    groups: tuple[str, ...] = ()
+    subresource: str = ""  # binding | status | eviction
+    revision: int | None = None
+    fence: AuditFence | None = None
+    node: str = ""
+    uid: str = ""
+    lease_holder: str | None = None
+    lease_transitions: int | None = None
+    lease_renew_time: str | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["groups"] = list(self.groups)
+        return json.dumps({k: v for k, v in data.items() if v not in (None, "", {}, [])}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> AuditRecord:
+        data = json.loads(line)
+        fence = data.pop("fence", None)
+        groups = tuple(data.pop("groups", ()))
+        known = set(cls.__dataclass_fields__)
+        extra = {k: data.pop(k) for k in list(data) if k not in known}
+        if extra:
+            data.setdefault("extra", {}).update(extra)
+        return cls(fence=AuditFence(**fence) if fence else None, groups=groups, **data)
+
+
+def read_audit_log(path: Path) -> Iterator[AuditRecord]:
+    """Records in file order; a torn last line (the server was killed mid-write) is skipped."""
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield AuditRecord.from_json(line)
+            except (json.JSONDecodeError, TypeError):
+                continue
