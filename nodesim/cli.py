@@ -1,0 +1,353 @@
+"""`kse nodesim`: simulate N kubelets in one process until SIGTERM / SIGINT.
+
+    kse nodesim --connection-file nodesim.json --nodes 500 --zones zone-a,zone-b,zone-c \\
+        --taint dedicated=gpu:NoSchedule --taint-fraction 0.1 --images nginx=150Mi,redis=110Mi \\
+        --ready-file /tmp/nodesim.ready
+
+The identity is the PKI's `nodesim` client (CN kse:nodesim, O kse:nodesims), which may act for any
+node: give a connection file, or `--server` with `--ca/--cert/--key`, or `--server` with `--pki-dir`
+(the `nodesim` pair in it). Exit codes: 0 after a clean stop, 1 when it cannot start or the API
+server refuses it, 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from kse.config import ConfigError, ConnectionFile
+
+log = logging.getLogger("nodesim")
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+# ---------------------------------------------------------------- argparse types (shared with workload_cli)
+
+
+def duration(text: str) -> float:
+    """Seconds from a Go duration ("10s", "1m30s", "500ms") or a plain number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        if not text or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10s, 1m30s, 500ms)") from None
+        value = sum(float(n) * _UNITS[u] for n, u in parts)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+    return value
+
+
+def positive_duration(text: str) -> float:
+    value = duration(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def byte_size(text: str) -> int:
+    from nodesim.template import TemplateError, parse_size
+
+    try:
+        return parse_size(text)
+    except TemplateError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_connection_flags(p: argparse.ArgumentParser, identity: str) -> None:
+    conn = p.add_argument_group("API server connection")
+    conn.add_argument(
+        "--connection-file",
+        "--kubeconfig",
+        dest="connection_file",
+        type=Path,
+        help="a kse connection file (server, CA bundle, client cert and key); or give the parts below",
+    )
+    conn.add_argument("--server", help="API server address HOST:PORT")
+    conn.add_argument("--ca", type=Path, help="CA bundle verifying the API server")
+    conn.add_argument("--cert", type=Path, help=f"client certificate (the {identity} identity)")
+    conn.add_argument("--key", type=Path, help="client key")
+    conn.add_argument(
+        "--pki-dir", type=Path, help=f"with --server: use the {identity!r} pair and CA bundle of this PKI"
+    )
+    conn.add_argument("--tls-server-name", default="localhost", help="name checked in the server cert")
+
+
+def connection_from_args(
+    p: argparse.ArgumentParser, args: argparse.Namespace, identity: str
+) -> ConnectionFile:
+    parts = (args.server, args.ca, args.cert, args.key)
+    if args.connection_file is not None:
+        if any(x is not None for x in parts) or args.pki_dir is not None:
+            p.error("give either --connection-file or --server with --ca/--cert/--key or --pki-dir, not both")
+        try:
+            return ConnectionFile.load(args.connection_file)
+        except ConfigError as e:
+            p.error(str(e))
+    if args.server and args.pki_dir is not None:
+        if any(x is not None for x in parts[1:]):
+            p.error("give either --pki-dir or --ca/--cert/--key, not both")
+        from certs.layout import CertPaths
+
+        paths = CertPaths.in_dir(args.pki_dir, identity)
+        for path in (paths.cert, paths.key, paths.ca_bundle):
+            if not path.is_file():
+                p.error(f"--pki-dir: no such file: {path}")
+        return ConnectionFile.for_identity(
+            args.server, paths.cert, paths.key, paths.ca_bundle, args.tls_server_name
+        )
+    if not all(x is not None for x in parts):
+        p.error(
+            "an API server connection is required: --connection-file, or --server with --ca, --cert "
+            "and --key (or with --pki-dir)"
+        )
+    for flag, path in (("--ca", args.ca), ("--cert", args.cert), ("--key", args.key)):
+        if not Path(path).is_file():
+            p.error(f"{flag}: no such file: {path}")
+    return ConnectionFile.for_identity(args.server, args.cert, args.key, args.ca, args.tls_server_name)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+# ---------------------------------------------------------------- kse nodesim
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kse nodesim", description="Run simulated kubelets.")
+    fleet = p.add_argument_group("nodes")
+    fleet.add_argument("--nodes", type=non_negative_int, default=100, help="how many nodes (default 100)")
+    fleet.add_argument(
+        "--node-template", type=Path, metavar="FILE",
+        help="a Node manifest to start from (its generateName is the default name prefix)",
+    )
+    fleet.add_argument(
+        "--name-prefix",
+        help="node names are PREFIX<index> (default: the template's generateName, else nodesim-)",
+    )
+    fleet.add_argument("--first-index", type=non_negative_int, default=0,
+                       help="index of the first node (names, IPs): run several processes side by side")
+    fleet.add_argument("--cpu", help="CPU capacity (default: the template's, else 4)")
+    fleet.add_argument("--memory", help="memory capacity (default: the template's, else 32Gi)")
+    fleet.add_argument("--pods", help="pod capacity (default: the template's, else 110)")
+    fleet.add_argument("--resource", action="append", default=[], metavar="NAME=QTY",
+                       help="extra capacity, e.g. example.com/gpu=2 (repeatable)")
+    fleet.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra node label (repeatable)")
+    fleet.add_argument("--zones", default="",
+                       help="comma-separated zones, spread round-robin (e.g. zone-a,zone-b)")
+    fleet.add_argument("--region", default="region-1",
+                       help="region label of zoned nodes (default %(default)s)")
+    fleet.add_argument("--taint", action="append", default=[], metavar="KEY=VALUE:EFFECT",
+                       help="taint (repeatable), applied to --taint-fraction of the nodes")
+    fleet.add_argument("--taint-fraction", type=fraction, default=1.0,
+                       help="fraction of nodes that get the --taint taints (default 1)")
+    img = p.add_argument_group("images")
+    img.add_argument("--images", default="", metavar="NAME=SIZE,...",
+                     help="images with sizes; each node starts with a random subset")
+    img.add_argument("--image-fraction", type=fraction, default=0.5,
+                     help="probability that a node starts with each image (default 0.5)")
+    img.add_argument("--seed", type=int, default=0, help="seed of the taint and image choices (default 0)")
+    img.add_argument("--image-pull-bandwidth", type=byte_size, default=byte_size("100Mi"), metavar="SIZE",
+                     help="bytes per second a node pulls (default 100Mi; 0: pulls are instant)")
+    img.add_argument("--default-image-size", type=byte_size, default=byte_size("100Mi"), metavar="SIZE",
+                     help="size of an image not in --images (default 100Mi)")
+    kub = p.add_argument_group("kubelet behaviour")
+    kub.add_argument("--heartbeat-interval", type=positive_duration, default=10.0, metavar="DURATION",
+                     help="node Lease renew interval (default 10s, as kubelet)")
+    kub.add_argument("--lease-duration", type=positive_int, default=40, metavar="SECONDS",
+                     help="leaseDurationSeconds of the node Leases (default 40)")
+    kub.add_argument("--node-status-report-interval", type=positive_duration, default=300.0,
+                     metavar="DURATION", help="Ready heartbeat in the node status (default 5m, as kubelet)")
+    kub.add_argument("--node-status-batch-interval", type=positive_duration, default=1.0, metavar="DURATION",
+                     help="changed node status (images) is written at most this often per node (default 1s)")
+    kub.add_argument("--delete-nodes-on-exit", action="store_true",
+                     help="delete the nodes and their leases on SIGTERM / SIGINT")
+    add_connection_flags(p, "nodesim")
+    lim = p.add_argument_group("client")
+    lim.add_argument("--qps", type=non_negative_float, default=None,
+                     help="QPS of node status, pod status and registration writes "
+                     "(default max(100, nodes/2); 0: unlimited)")
+    lim.add_argument("--burst", type=positive_int, default=None, help="burst (default 2 x qps)")
+    lim.add_argument("--heartbeat-qps", type=non_negative_float, default=0.0,
+                     help="QPS of the lease heartbeat client (default 0: unlimited, as kubelet's)")
+    lim.add_argument("--concurrency", type=positive_int, default=64,
+                     help="API calls in flight per kind of work (default 64)")
+    p.add_argument("--ready-file", type=Path,
+                   help='written once every node is registered: {"nodes": N, "pid": N}')
+    p.add_argument("--stats-interval", type=duration, default=30.0, metavar="DURATION",
+                   help="log a stats line this often (default 30s; 0: never)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> object:
+    from nodesim.simulator import NodeSimConfig
+    from nodesim.template import (
+        FleetConfig,
+        TemplateError,
+        load_node_template,
+        parse_images,
+        parse_labels,
+        parse_resources,
+        parse_taint,
+    )
+
+    try:
+        template = load_node_template(args.node_template) if args.node_template else None
+        fleet = FleetConfig(
+            count=args.nodes,
+            name_prefix=args.name_prefix,
+            first_index=args.first_index,
+            cpu=args.cpu,
+            memory=args.memory,
+            pods=args.pods,
+            resources=parse_resources(args.resource),
+            labels=parse_labels(args.label),
+            zones=tuple(z.strip() for z in args.zones.split(",") if z.strip()),
+            region=args.region,
+            taints=tuple(parse_taint(t) for t in args.taint),
+            taint_fraction=args.taint_fraction,
+            images=parse_images(args.images),
+            image_fraction=args.image_fraction,
+            seed=args.seed,
+            template=template,
+        )
+        return NodeSimConfig(
+            fleet=fleet,
+            heartbeat_interval=args.heartbeat_interval,
+            lease_duration_seconds=args.lease_duration,
+            node_status_report_interval=args.node_status_report_interval,
+            node_status_batch_interval=args.node_status_batch_interval,
+            default_image_size=args.default_image_size,
+            image_pull_bandwidth=float(args.image_pull_bandwidth),
+            register_concurrency=args.concurrency,
+            write_concurrency=args.concurrency,
+            heartbeat_concurrency=args.concurrency,
+            heartbeat_qps=args.heartbeat_qps,
+            delete_nodes_on_exit=args.delete_nodes_on_exit,
+            stats_interval=args.stats_interval,
+        )
+    except (TemplateError, ValueError, OSError) as e:
+        p.error(str(e))
+
+
+def client_limits(args: argparse.Namespace) -> tuple[float, int]:
+    qps = args.qps if args.qps is not None else max(100.0, args.nodes / 2)
+    burst = args.burst if args.burst is not None else max(1, int(2 * qps))
+    return float(qps), int(burst)
+
+
+async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) -> int:
+    from kse.client.channel import secure_channel
+    from kse.client.clientset import Clientset
+    from kse.client.errors import ApiError
+    from nodesim.simulator import NodeSimConfig, NodeSimulator
+
+    assert isinstance(config, NodeSimConfig)
+    loop = asyncio.get_running_loop()
+    qps, burst = client_limits(args)
+    channel = secure_channel(conn)
+    try:
+        cs = Clientset(channel, qps=qps, burst=burst, user_agent="kse-nodesim/0.1")
+        sim = NodeSimulator(cs, config)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, sim.stop)
+        run = asyncio.create_task(sim.run(), name="nodesim")
+        reg = asyncio.create_task(sim.wait_registered())
+        await asyncio.wait([run, reg], return_when=asyncio.FIRST_COMPLETED)
+        reg.cancel()
+        if sim.registered and args.ready_file is not None:
+            write_atomic(args.ready_file, json.dumps({"nodes": len(sim.nodes), "pid": os.getpid()}) + "\n")
+            log.info("ready: %d nodes registered (ready file %s)", len(sim.nodes), args.ready_file)
+        try:
+            await run
+        except ApiError as e:
+            log.error("the API server refused the simulator: %s", e.kubectl_message())
+            return 1
+        log.info("stopped; %s", json.dumps(sim.stats.as_dict()))
+        return 0
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await channel.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = build_parser()
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging(args.log_level)
+    conn = connection_from_args(p, args, "nodesim")
+    config = config_from_args(p, args)
+    try:
+        return asyncio.run(serve(args, config, conn))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as e:
+        log.error("cannot start: %s", e)
+        return 1
