@@ -1,0 +1,5 @@
+import sys
+
+from apiserver_mock.cli import main
+
+sys.exit(main())

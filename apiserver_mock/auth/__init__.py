@@ -1,0 +1,1 @@
+"""Authentication (x509 client certs) and authorization (one RBAC-like table) for the API server."""

@@ -1,0 +1,278 @@
+"""`kse apiserver`: run the API server until SIGTERM / SIGINT (graceful stop, exit 0).
+
+Exit codes: 0 after a clean stop, 1 when it cannot start (etcd unreachable, port taken, bad
+certificates), 2 for bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from apiserver_mock.server import APIServer, ServerConfig
+from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
+from kse.config import ConnectionFile
+from kse.etcdclient import EtcdError, EtcdTLS
+
+log = logging.getLogger("apiserver_mock")
+
+STOP_GRACE_S = 2.0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _listen(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT (port 0 picks a free one), got {text!r}")
+    return text
+
+
+def _endpoints(text: str) -> list[str]:
+    items = [e.strip() for e in text.split(",") if e.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("at least one etcd endpoint is required")
+    return items
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kse apiserver", description="The kse API server: gRPC + mTLS over etcd."
+    )
+    etcd = p.add_argument_group("etcd")
+    etcd.add_argument(
+        "--etcd-endpoints",
+        type=_endpoints,
+        required=True,
+        metavar="URL[,URL...]",
+        help="etcd client URLs (http://host:port or https://host:port), comma separated",
+    )
+    etcd.add_argument("--etcd-ca", type=Path, help="CA bundle verifying etcd (https endpoints)")
+    etcd.add_argument("--etcd-cert", type=Path, help="client certificate towards etcd")
+    etcd.add_argument("--etcd-key", type=Path, help="client key towards etcd")
+    etcd.add_argument(
+        "--prefix", default="/registry", help="etcd key prefix of this cluster (default: %(default)s)"
+    )
+    srv = p.add_argument_group("serving")
+    srv.add_argument(
+        "--listen",
+        type=_listen,
+        default="127.0.0.1:6443",
+        metavar="HOST:PORT",
+        help="address to serve on; port 0 picks a free port (default: %(default)s)",
+    )
+    srv.add_argument("--tls-cert", type=Path, help="serving certificate")
+    srv.add_argument("--tls-key", type=Path, help="serving key")
+    srv.add_argument("--client-ca", type=Path, help="CA bundle client certificates must chain to")
+    srv.add_argument(
+        "--pki-dir",
+        type=Path,
+        help="a `kse certs init` directory: serving pair, client CA, etcd client pair from it",
+    )
+    srv.add_argument(
+        "--ready-file", type=Path, help='written atomically once serving: {"address": "HOST:PORT", "pid": N}'
+    )
+    srv.add_argument(
+        "--connection-file",
+        type=Path,
+        help="write a kse connection file (admin identity; needs --pki-dir) once serving",
+    )
+    srv.add_argument(
+        "--max-connection-age",
+        type=_positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="close connections after this age so clients re-handshake (default: %(default)s)",
+    )
+    wc = p.add_argument_group("watch cache")
+    wc.add_argument(
+        "--watch-cache-capacity",
+        type=_positive_int,
+        default=10_000,
+        metavar="N",
+        help="events kept per resource for watch resumption (default: %(default)s)",
+    )
+    wc.add_argument(
+        "--watch-queue-length",
+        type=_positive_int,
+        default=1000,
+        metavar="N",
+        help="batches queued per watcher before it is closed as too slow (default: %(default)s)",
+    )
+    wc.add_argument(
+        "--watch-send-timeout",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="close a watch whose client takes no data for this long (default: %(default)s)",
+    )
+    wc.add_argument(
+        "--bookmark-interval",
+        type=_positive_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="interval of BOOKMARK events to watchers that allow them (default: %(default)s)",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="(default: %(default)s)",
+    )
+    return p
+
+
+def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> ServerConfig:
+    """Resolve flags into a ServerConfig; p.error() (exit 2) on inconsistent or missing files."""
+    pki: Path | None = args.pki_dir
+    tls_cert, tls_key, client_ca = args.tls_cert, args.tls_key, args.client_ca
+    if pki is not None:
+        tls_cert = tls_cert or cert_path(pki, APISERVER)
+        tls_key = tls_key or key_path(pki, APISERVER)
+        client_ca = client_ca or ca_bundle_path(pki)
+    missing = [
+        n
+        for n, v in (("--tls-cert", tls_cert), ("--tls-key", tls_key), ("--client-ca", client_ca))
+        if v is None
+    ]
+    if missing:
+        p.error(f"{', '.join(missing)} required (or --pki-dir)")
+    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key), ("--client-ca", client_ca)):
+        if not Path(path).is_file():
+            p.error(f"{flag}: no such file: {path}")
+    if args.connection_file is not None and pki is None:
+        p.error("--connection-file needs --pki-dir (it names the admin identity's files)")
+    etcd_tls = None
+    secure = any(e.startswith("https://") for e in args.etcd_endpoints)
+    ca = args.etcd_ca or (ca_bundle_path(pki) if pki is not None and secure else None)
+    cert = args.etcd_cert or (cert_path(pki, APISERVER_ETCD_CLIENT) if pki is not None and secure else None)
+    key = args.etcd_key or (key_path(pki, APISERVER_ETCD_CLIENT) if pki is not None and secure else None)
+    if (cert is None) != (key is None):
+        p.error("--etcd-cert and --etcd-key go together")
+    if ca is not None or cert is not None:
+        if ca is None:
+            p.error("--etcd-ca is required with --etcd-cert")
+        for flag, path in (("--etcd-ca", ca), ("--etcd-cert", cert), ("--etcd-key", key)):
+            if path is not None and not Path(path).is_file():
+                p.error(f"{flag}: no such file: {path}")
+        etcd_tls = EtcdTLS(ca, cert, key)
+    if not args.prefix.startswith("/") or args.prefix.rstrip("/") == "":
+        p.error(f"--prefix must be an absolute key prefix like /registry, got {args.prefix!r}")
+    return ServerConfig(
+        etcd_endpoints=args.etcd_endpoints,
+        etcd_tls=etcd_tls,
+        prefix=args.prefix.rstrip("/"),
+        listen=args.listen,
+        tls_cert=Path(tls_cert),
+        tls_key=Path(tls_key),
+        client_ca=Path(client_ca),
+        watch_cache_capacity=args.watch_cache_capacity,
+        watch_queue_length=args.watch_queue_length,
+        bookmark_interval=args.bookmark_interval,
+        watch_send_timeout=args.watch_send_timeout,
+        max_connection_age=args.max_connection_age,
+    )
+
+
+class _ClientGoneFilter(logging.Filter):
+    """grpc logs a traceback (ERROR) when a client disconnects while a stream write is in flight; that is
+    a normal event for a watch server, so it becomes one debug line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "ExecuteBatchError" in message:
+            log.debug("a client went away during a write: %s", message.splitlines()[0])
+            return False
+        return True
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def client_address(address: str) -> str:
+    """Where a local client connects: a wildcard listen address becomes loopback."""
+    host, _, port = address.rpartition(":")
+    if host in ("0.0.0.0", "", "[::]", "::"):
+        host = "127.0.0.1"
+    return f"{host}:{port}"
+
+
+async def serve(config: ServerConfig, args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with APIServer(config) as server:
+        address = client_address(server.address)
+        if args.connection_file is not None:
+            pki = args.pki_dir
+            ConnectionFile.for_identity(
+                address, cert_path(pki, ADMIN), key_path(pki, ADMIN), ca_bundle_path(pki)
+            ).save(args.connection_file)
+        if args.ready_file is not None:
+            _write_atomic(args.ready_file, json.dumps({"address": address, "pid": os.getpid()}) + "\n")
+        await stop.wait()
+        log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
+        await server.stop(STOP_GRACE_S)
+    if args.ready_file is not None:
+        args.ready_file.unlink(missing_ok=True)
+    log.info("stopped")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGoneFilter())
+    config = config_from_args(parser, args)
+    try:
+        return asyncio.run(serve(config, args))
+    except EtcdError as e:
+        log.error("cannot start: etcd: %s", e)
+        return 1
+    except OSError as e:
+        log.error("cannot start: %s", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""The generic registry: Get, Create, Update, UpdateStatus, Delete, Bind, Evict for every kind.
+
+One implementation, looked up by kind (`kse.objects.kinds`); per-kind behaviour comes from
+`strategy.STRATEGIES` and `validation`. Every verb returns `(serialized Object, revision)`.
+
+Write discipline (DESIGN.md "Storage"): an object is defaulted, authorized and validated completely,
+then written with ONE etcd transaction guarded by a compare on its key (and the request's fence
+guards). An update reads its base from the watch cache (no etcd read); if the cache was stale, the
+transaction fails, its failure branch returns the current object, and the decision is re-made on
+that. Nothing is ever written without a compare.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError, Message
+
+from apiserver_mock import errors, wire
+from apiserver_mock.auth.authz import Authorizer, ObjectCheck
+from apiserver_mock.errors import Conflict, FencedOff, Invalid, NotFound
+from apiserver_mock.fencing import Guard, guard_for, violated
+from apiserver_mock.registry.strategy import STRATEGIES, Strategy
+from apiserver_mock.storage import Store, WriteResult
+from apiserver_mock.validation import validate_binding, validate_object, validate_update
+from apiserver_mock.validation.field import FieldErrors
+from apiserver_mock.watchcache.cache import WatchCache
+from certs.identity import Identity
+from kse.etcdclient import KeyValue
+from kse.objects.kinds import BY_FIELD, KINDS, Kind, UnknownKindError, lookup_resource
+from kse.objects.timeutil import now_rfc3339
+from proto import kse_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Attempts of an unconditional update / delete against concurrent writers before giving up.
+MAX_CAS_ATTEMPTS = 16
+POD = BY_FIELD["pod"]
+
+
+@dataclass(slots=True)
+class Current:
+    """The stored object a write is based on: its bytes, revision and decoded message (shared when
+    it comes from the cache: copy before modifying)."""
+
+    value: bytes
+    revision: int
+    msg: Message
+
+    @classmethod
+    def from_kv(cls, kind: Kind, kv: KeyValue) -> Current:
+        return cls(kv.value, kv.mod_revision, kind.message.FromString(kv.value))
+
+
+def parse_rv(text: str, what: str = "resourceVersion") -> int:
+    try:
+        rv = int(text)
+    except ValueError:
+        raise Invalid(f'invalid {what} "{text}": must be a decimal etcd revision') from None
+    if rv < 0:
+        raise Invalid(f'invalid {what} "{text}": must not be negative')
+    return rv
+
+
+class Registry:
+    def __init__(self, store: Store, caches: dict[str, WatchCache], authz: Authorizer, prefix: bytes) -> None:
+        self.store = store
+        self.caches = caches
+        self.authz = authz
+        self.prefix = prefix
+
+    # ------------------------------------------------------------------ helpers
+
+    def kind_for(self, resource: str) -> Kind:
+        try:
+            return lookup_resource(resource)
+        except UnknownKindError as e:
+            raise NotFound(f"the server could not find the requested resource: {e}") from None
+
+    def cache(self, kind: Kind) -> WatchCache:
+        return self.caches[kind.field]
+
+    @staticmethod
+    def namespace_for(kind: Kind, namespace: str) -> str:
+        if not kind.namespaced:
+            return ""
+        return namespace or "default"
+
+    @staticmethod
+    def object_of(obj: pb.Object) -> tuple[Kind, Message]:
+        field = obj.WhichOneof("kind")
+        if field is None:
+            served = ", ".join(k.field for k in KINDS)
+            raise Invalid(f"the request has no object: set one of {served}")
+        kind = BY_FIELD[field]
+        return kind, getattr(obj, field)
+
+    async def _base(self, kind: Kind, key: bytes, want_rv: int | None = None) -> Current | None:
+        """The object to base a write on: from the cache, or from etcd when the cache does not have
+        it (yet) or has another revision than the one the client named."""
+        cached = self.cache(kind).get(key)
+        if cached is not None and (want_rv is None or cached.revision == want_rv):
+            return Current(cached.value, cached.revision, cached.message)
+        kv, _ = await self.store.get(key)
+        return Current.from_kv(kind, kv) if kv is not None else None
+
+    @staticmethod
+    def _from(kind: Kind, kv: KeyValue | None) -> Current | None:
+        """The current object a failed transaction read back (None: the key is gone)."""
+        if kv is None:
+            return None
+        try:
+            return Current.from_kv(kind, kv)
+        except DecodeError as e:
+            raise errors.APIError(f"stored object {kv.key!r} cannot be decoded: {e}") from None
+
+    async def lookup(self, kind: Kind, namespace: str, name: str) -> Message | None:
+        cache = self.cache(kind)
+        key = cache.key(namespace, name)
+        cached = cache.get(key)
+        if cached is not None:
+            return cached.message
+        kv, _ = await self.store.get(key)
+        return kind.message.FromString(kv.value) if kv is not None else None
+
+    def list_all(self, kind: Kind) -> list[Message]:
+        return [o.message for o in self.cache(kind).objects.values()]
+
+    def guard(self, fence: pb.FenceToken | None) -> Guard:
+        return guard_for(fence if fence is not None and fence.ByteSize() else None, self.prefix)
+
+    @staticmethod
+    def check_guard(guard: Guard, res: WriteResult) -> None:
+        """After a failed write: FAILED_PRECONDITION if it was the fence that failed."""
+        if guard.keys:
+            why = violated(guard, res.guard_values)
+            if why:
+                raise FencedOff(why)
+
+    @staticmethod
+    def _raise_invalid(kind: Kind, name: str, errs: FieldErrors) -> None:
+        if errs:
+            raise errors.invalid(kind, name, errs.items)
+
+    # ------------------------------------------------------------------ get
+
+    async def get(self, ident: Identity, req: pb.GetRequest) -> tuple[bytes, int]:
+        kind = self.kind_for(req.resource)
+        ns = self.namespace_for(kind, req.namespace)
+        self.authz.authorize(ident, "get", kind, "", ns, req.name)
+        if not req.name:
+            raise Invalid("name is required")
+        kv, rev = await self.store.get(self.cache(kind).key(ns, req.name))
+        if kv is None:
+            raise errors.not_found(kind, req.name)
+        return wire.object_wire(kind, kv.value, kv.mod_revision), rev
+
+    # ------------------------------------------------------------------ create
+
+    async def create(self, ident: Identity, req: pb.WriteRequest) -> tuple[bytes, int]:
+        kind, msg = self.object_of(req.object)
+        meta: pb.ObjectMeta = msg.metadata  # type: ignore[attr-defined]
+        if kind.namespaced and not meta.namespace:
+            meta.namespace = "default"
+        strategy = STRATEGIES[kind.field]
+        strategy.prepare_for_create(kind, msg)
+        self.authz.authorize(ident, "create", kind, "", meta.namespace, meta.name)
+        self._raise_invalid(kind, meta.name, validate_object(kind, msg))
+        await strategy.admit_create(msg, self.lookup, self.list_all)
+        value = msg.SerializeToString()
+        cache = self.cache(kind)
+        if req.dry_run:
+            return wire.object_wire(kind, value), cache.revision
+        guard = self.guard(req.fence)
+        res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard)
+        if not res.succeeded:
+            self.check_guard(guard, res)
+            raise errors.already_exists(kind, meta.name)
+        return wire.object_wire(kind, value, res.revision), res.revision
+
+    # ------------------------------------------------------------------ update
+
+    async def update(
+        self, ident: Identity, req: pb.WriteRequest, *, status: bool = False
+    ) -> tuple[bytes, int]:
+        kind, msg = self.object_of(req.object)
+        meta: pb.ObjectMeta = msg.metadata  # type: ignore[attr-defined]
+        ns = self.namespace_for(kind, meta.namespace)
+        if kind.namespaced:
+            meta.namespace = ns
+        strategy = STRATEGIES[kind.field]
+        sub = "status" if status else ""
+        if status and not strategy.has_status:
+            raise NotFound(f'the server could not find the requested resource ("{kind.resource}/status")')
+        check = self.authz.authorize(ident, "update", kind, sub, ns, meta.name)
+        if not meta.name:
+            self._raise_invalid(kind, meta.name, _required("metadata.name"))
+        want_rv = parse_rv(meta.resource_version) if meta.resource_version else None
+        key = self.cache(kind).key(ns, meta.name)
+        guard = self.guard(req.fence)
+        base = await self._base(kind, key, want_rv)
+        for _ in range(MAX_CAS_ATTEMPTS):
+            if base is None:
+                raise errors.not_found(kind, meta.name)
+            if want_rv is not None and base.revision != want_rv:
+                raise errors.conflict(kind, meta.name, errors.MODIFIED)
+            if check is not None:
+                check.check(base.msg)
+            new = self._updated(kind, strategy, msg, base, status)
+            self._raise_invalid(kind, meta.name, validate_update(kind, new, base.msg))
+            value = new.SerializeToString()
+            if req.dry_run:
+                return wire.object_wire(kind, value, base.revision), base.revision
+            res = await self.store.update(key, value, base.revision, guard)
+            if res.succeeded:
+                return wire.object_wire(kind, value, res.revision), res.revision
+            self.check_guard(guard, res)
+            base = self._from(kind, res.current)
+        raise errors.conflict(kind, meta.name, errors.MODIFIED)
+
+    @staticmethod
+    def _updated(kind: Kind, strategy: Strategy, msg: Message, base: Current, status: bool) -> Message:
+        if status:
+            return strategy.prepare_for_status_update(msg.status, base.msg)  # type: ignore[attr-defined]
+        new = type(msg)()
+        new.CopyFrom(msg)
+        strategy.prepare_for_update(kind, new, base.msg)
+        return new
+
+    # ------------------------------------------------------------------ delete
+
+    async def delete(self, ident: Identity, req: pb.DeleteRequest) -> tuple[bytes, int]:
+        kind = self.kind_for(req.resource)
+        ns = self.namespace_for(kind, req.namespace)
+        check = self.authz.authorize(ident, "delete", kind, "", ns, req.name)
+        want_rv = parse_rv(req.resource_version) if req.resource_version else None
+        return await self._delete(kind, ns, req.name, check, want_rv, req.uid, req.fence)
+
+    async def evict(self, ident: Identity, req: pb.EvictRequest) -> tuple[bytes, int]:
+        ns = self.namespace_for(POD, req.namespace)
+        check = self.authz.authorize(ident, "create", POD, "eviction", ns, req.name)
+        return await self._delete(POD, ns, req.name, check, None, "", req.fence)
+
+    async def _delete(
+        self,
+        kind: Kind,
+        ns: str,
+        name: str,
+        check: ObjectCheck | None,
+        want_rv: int | None,
+        want_uid: str,
+        fence: pb.FenceToken | None,
+    ) -> tuple[bytes, int]:
+        if not name:
+            raise Invalid("name is required")
+        key = self.cache(kind).key(ns, name)
+        guard = self.guard(fence)
+        base = await self._base(kind, key, want_rv)
+        for _ in range(MAX_CAS_ATTEMPTS):
+            if base is None:
+                raise errors.not_found(kind, name)
+            failed = _precondition_failure(base.msg.metadata.uid, base.revision, want_uid, want_rv)  # type: ignore[attr-defined]
+            if failed:
+                raise errors.conflict(kind, name, failed)
+            if check is not None:
+                check.check(base.msg)
+            res = await self.store.delete(key, base.revision, guard)
+            if res.succeeded:
+                return wire.object_wire(kind, base.value, res.revision), res.revision
+            self.check_guard(guard, res)
+            base = self._from(kind, res.current)
+        raise errors.conflict(kind, name, errors.MODIFIED)
+
+    # ------------------------------------------------------------------ bind
+
+    async def bind(self, ident: Identity, req: pb.BindRequest) -> tuple[bytes, int]:
+        """pods/binding: set spec.nodeName and PodScheduled=True in one CAS transaction.
+
+        The hot path: the pod's bytes come from the watch cache (no etcd read) and are decoded once;
+        one txn on its mod_revision. Only when that fails is the current pod (returned by the txn's
+        failure branch) examined: bound -> ABORTED, precondition broken -> ABORTED, gone ->
+        NOT_FOUND, merely a stale cache -> try again on the current pod.
+        """
+        binding = req.binding
+        bmeta = binding.metadata
+        ns = self.namespace_for(POD, bmeta.namespace)
+        name = bmeta.name
+        self.authz.authorize(ident, "create", POD, "binding", ns, name)
+        errs = FieldErrors()
+        validate_binding(errs, binding)
+        if errs:
+            body = errs.items[0] if len(errs) == 1 else "[" + ", ".join(errs.items) + "]"
+            raise Invalid(f'Binding "{name}" is invalid: {body}')
+        want_rv = parse_rv(bmeta.resource_version) if bmeta.resource_version else None
+        key = self.cache(POD).key(ns, name)
+        guard = self.guard(req.fence)
+        cached = self.cache(POD).get(key)
+        current: tuple[bytes, int] | None
+        from_cache = cached is not None
+        if cached is not None:
+            current = (cached.value, cached.revision)
+        else:
+            kv, _ = await self.store.get(key)
+            current = (kv.value, kv.mod_revision) if kv is not None else None
+        for _ in range(3):
+            if current is None:
+                raise errors.not_found(POD, name)
+            value, revision = current
+            pod = pb.Pod.FromString(value)
+            problem = _binding_problem(pod, revision, ns, name, bmeta.uid, want_rv)
+            if problem is not None:
+                if from_cache:  # the cache may be behind etcd: decide on the current object
+                    kv, _ = await self.store.get(key)
+                    current = (kv.value, kv.mod_revision) if kv is not None else None
+                    from_cache = False
+                    continue
+                raise problem
+            new_value = _bind(pod, binding.target.name)
+            res = await self.store.update(key, new_value, revision, guard)
+            if res.succeeded:
+                return wire.object_wire(POD, new_value, res.revision), res.revision
+            self.check_guard(guard, res)
+            current = (res.current.value, res.current.mod_revision) if res.current is not None else None
+            from_cache = False
+        raise errors.conflict(POD, name, errors.MODIFIED)
+
+
+def _binding_problem(
+    pod: pb.Pod, revision: int, ns: str, name: str, want_uid: str, want_rv: int | None
+) -> errors.APIError | None:
+    """Why `pod` (stored at `revision`) cannot be bound as requested, or None."""
+    if pod.spec.node_name:
+        return _already_assigned(ns, name, pod.spec.node_name)
+    failed = _precondition_failure(pod.metadata.uid, revision, want_uid, want_rv)
+    if failed:
+        return errors.conflict(POD, name, failed)
+    if pod.spec.scheduling_gates:
+        return Invalid(f"pod {ns}/{name} has non-empty .spec.schedulingGates and cannot be bound")
+    return None
+
+
+_now_cache: list[object] = [0, ""]
+
+
+def _now() -> str:
+    """now_rfc3339(), computed at most once a second (Time has whole seconds)."""
+    second = int(time.time())
+    if _now_cache[0] != second:
+        _now_cache[0], _now_cache[1] = second, now_rfc3339()
+    return _now_cache[1]  # type: ignore[return-value]
+
+
+def _bind(pod: pb.Pod, node: str) -> bytes:
+    """The pod's new stored bytes: spec.nodeName set and the PodScheduled condition True."""
+    pod.spec.node_name = node
+    now = _now()
+    for cond in pod.status.conditions:
+        if cond.type == "PodScheduled":
+            if cond.status != "True":
+                cond.last_transition_time = now
+            cond.status = "True"
+            cond.reason = ""
+            cond.message = ""
+            break
+    else:
+        pod.status.conditions.add(type="PodScheduled", status="True", last_transition_time=now)
+    pod.metadata.resource_version = ""
+    return pod.SerializeToString()
+
+
+def _already_assigned(ns: str, name: str, node: str) -> Conflict:
+    return Conflict(
+        f'Operation cannot be fulfilled on pods/binding "{name}": '
+        f'pod {ns}/{name} is already assigned to node "{node}"'
+    )
+
+
+def _precondition_failure(uid: str, revision: int, want_uid: str, want_rv: int | None) -> str:
+    """Why a stored object (uid, revision) fails the uid / resourceVersion preconditions ("" if none)."""
+    if want_uid and want_uid != uid:
+        return f"Precondition failed: UID in precondition: {want_uid}, UID in object meta: {uid}"
+    if want_rv is not None and want_rv != revision:
+        return (
+            f"Precondition failed: ResourceVersion in precondition: {want_rv}, "
+            f"ResourceVersion in object meta: {revision}"
+        )
+    return ""
+
+
+def _required(path: str) -> FieldErrors:
+    errs = FieldErrors()
+    errs.required(path)
+    return errs

@@ -1,0 +1,205 @@
+"""The API server process core: etcd client, watch caches, gRPC server (mTLS, health, reflection).
+
+`APIServer` is used as `async with APIServer(config) as server: ...`: entering connects to etcd,
+starts one watch cache per kind and the gRPC server; exiting stops them in reverse order. Health is
+NOT_SERVING until every cache has loaded, then SERVING; resource calls made before that wait for the
+caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from apiserver_mock.auth.authn import Authenticator
+from apiserver_mock.auth.authz import Authorizer
+from apiserver_mock.registry import Registry
+from apiserver_mock.service import SERVICE, ResourcesService
+from apiserver_mock.storage import Store
+from apiserver_mock.watchcache.cache import WatchCache
+from certs.source import Credentials, FileCredentialSource
+from kse.etcdclient import EtcdClient, EtcdTLS
+from kse.objects.kinds import KINDS
+
+log = logging.getLogger(__name__)
+
+MAX_RECEIVE_BYTES = 16 * 1024 * 1024  # so oversized objects reach validation and get a named error
+MAX_SEND_BYTES = 256 * 1024 * 1024
+CONNECTION_AGE_GRACE_S = 10.0
+
+
+@dataclass
+class ServerConfig:
+    etcd_endpoints: list[str]
+    tls_cert: Path
+    tls_key: Path
+    client_ca: Path
+    etcd_tls: EtcdTLS | None = None
+    prefix: str = "/registry"
+    listen: str = "127.0.0.1:0"
+    watch_cache_capacity: int = 10_000
+    watch_queue_length: int = 1000
+    bookmark_interval: float = 1.0
+    watch_send_timeout: float = 30.0
+    max_connection_age: float = 300.0
+    extra_options: list[tuple[str, Any]] = field(default_factory=list)
+
+
+def _cert_config(creds: Credentials) -> grpc.ServerCertificateConfiguration:
+    return grpc.ssl_server_certificate_configuration(
+        [(creds.key_pem, creds.cert_pem)], root_certificates=creds.ca_pem
+    )
+
+
+def server_credentials(source: FileCredentialSource) -> grpc.ServerCredentials:
+    """mTLS credentials that re-read the serving pair and the client CA bundle when they change.
+
+    grpc calls the fetcher on every new handshake (on a core thread); `poll()` is a few stats when
+    nothing changed. Existing connections keep their config until max connection age ends them.
+    """
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        try:
+            creds = source.poll()
+        except Exception:  # never fail a handshake because of the reload path
+            log.exception("reloading TLS credentials failed; keeping the current ones")
+            return None
+        if creds is None:
+            return None
+        log.info("serving TLS credentials reloaded (version %d)", creds.version)
+        return _cert_config(creds)
+
+    return grpc.dynamic_ssl_server_credentials(
+        _cert_config(source.load()), fetch, require_client_authentication=True
+    )
+
+
+class APIServer:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.etcd: EtcdClient | None = None
+        self.caches: dict[str, WatchCache] = {}
+        self.server: grpc.aio.Server | None = None
+        self.health = health.aio.HealthServicer()
+        self.port = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._service: ResourcesService | None = None
+
+    @property
+    def address(self) -> str:
+        host = self.config.listen.rpartition(":")[0] or "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def __aenter__(self) -> APIServer:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop(0)
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        cfg = self.config
+        self.etcd = await EtcdClient.connect(cfg.etcd_endpoints, tls=cfg.etcd_tls)
+        prefix = cfg.prefix.rstrip("/").encode()
+        for kind in KINDS:
+            self.caches[kind.field] = WatchCache(
+                kind,
+                self.etcd,
+                prefix,
+                capacity=cfg.watch_cache_capacity,
+                queue_limit=cfg.watch_queue_length,
+                bookmark_interval=cfg.bookmark_interval,
+            )
+        for cache in self.caches.values():
+            self._tasks.append(asyncio.create_task(cache.run(), name=f"watchcache-{cache.kind.resource}"))
+        registry = Registry(Store(self.etcd), self.caches, Authorizer(), prefix)
+        self._service = ResourcesService(registry, Authenticator(), send_timeout=cfg.watch_send_timeout)
+
+        age_ms = int(cfg.max_connection_age * 1000)
+        grace_ms = int(min(CONNECTION_AGE_GRACE_S, cfg.max_connection_age) * 1000)
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+            ("grpc.max_send_message_length", MAX_SEND_BYTES),
+            ("grpc.max_connection_age_ms", age_ms),
+            (
+                "grpc.max_connection_age_grace_ms",
+                grace_ms,
+            ),
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 0),
+            ("grpc.so_reuseport", 0),
+            *cfg.extra_options,
+        ]
+        server = grpc.aio.server(options=options)
+        self.server = server
+        server.add_generic_rpc_handlers((self._service.handlers(),))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection((SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        source = FileCredentialSource(cfg.tls_cert, cfg.tls_key, cfg.client_ca)
+        self.port = server.add_secure_port(cfg.listen, server_credentials(source))
+        if self.port == 0:
+            raise OSError(f"cannot listen on {cfg.listen}")
+        await server.start()
+        log.info("listening on %s; loading watch caches", self.address)
+        await self._wait_caches()
+        self._tasks.append(asyncio.create_task(self._progress_loop(), name="progress"))
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
+        log.info("serving on %s (etcd %s, prefix %s)", self.address, ",".join(cfg.etcd_endpoints), cfg.prefix)
+
+    async def _wait_caches(self) -> None:
+        await asyncio.gather(*(c.ready.wait() for c in self.caches.values()))
+        assert self._service is not None
+        self._service.ready.set()
+
+    async def _progress_loop(self) -> None:
+        """Every bookmark interval, ask caches with bookmark-watchers for progress (see WatchCache)."""
+        interval = self.config.bookmark_interval
+        while True:
+            await asyncio.sleep(interval)
+            wanting = [c for c in self.caches.values() if c.wants_bookmarks]
+            if not wanting:
+                continue
+            results = await asyncio.gather(*(c.request_progress() for c in wanting), return_exceptions=True)
+            for r in results:
+                if isinstance(r, Exception):
+                    log.debug("progress request failed: %s", r)
+
+    async def stop(self, grace: float = 2.0) -> None:
+        with contextlib.suppress(Exception):
+            await self.health.enter_graceful_shutdown()
+        for cache in self.caches.values():
+            cache.close_all("the API server is shutting down; resume the watch")
+        if self.server is not None:
+            await self.server.stop(grace)
+            self.server = None
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self.etcd is not None:
+            await self.etcd.close()
+            self.etcd = None

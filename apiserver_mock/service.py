@@ -1,0 +1,165 @@
+"""The gRPC face of the API server: thin handlers that authenticate, call the registry, map errors.
+
+Handlers return serialized bytes (the registry assembles responses from cached wire forms), so the
+methods are registered with a pass-through response serializer (`handlers()`), not through the
+generated `add_ResourcesServicer_to_server`. Every unary response carries the trailing metadata
+`x-kse-revision`. No exception escapes as a traceback: API errors map to their status codes, etcd
+trouble to UNAVAILABLE / OUT_OF_RANGE, anything else is logged and answered with INTERNAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+import grpc
+import grpc.aio
+
+from apiserver_mock.auth.authn import Authenticator
+from apiserver_mock.errors import APIError
+from apiserver_mock.registry import Registry
+from apiserver_mock.registry.reads import Reads
+from apiserver_mock.watchcache.watcher import WatchClosed
+from certs.identity import Identity
+from kse.etcdclient import CompactedError, EtcdOutcomeUnknownError, EtcdUnavailableError
+from proto import kse_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+SERVICE = "kse.v1.Resources"
+REVISION_TRAILER = "x-kse-revision"
+
+Context: TypeAlias = grpc.aio.ServicerContext
+Verb = Callable[[Identity, Any], Awaitable[tuple[bytes, int]]]
+
+
+def _passthrough(response: bytes | Any) -> bytes:
+    return response if isinstance(response, bytes) else response.SerializeToString()  # type: ignore[no-any-return]
+
+
+def error_status(e: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+    """The status and message for an exception raised while serving `method`."""
+    if isinstance(e, APIError):
+        return e.code, e.message
+    if isinstance(e, CompactedError):
+        return (
+            grpc.StatusCode.OUT_OF_RANGE,
+            f"too old resource version: {e.requested_revision} ({e.compact_revision})",
+        )
+    if isinstance(e, EtcdOutcomeUnknownError):
+        return (
+            grpc.StatusCode.UNAVAILABLE,
+            f"etcd did not answer; the write may or may not have been applied (re-read before retrying): {e}",
+        )
+    if isinstance(e, EtcdUnavailableError):
+        return grpc.StatusCode.UNAVAILABLE, f"etcd is unavailable: {e}"
+    log.error("%s: internal error", method, exc_info=e)
+    return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__} (see the API server log)"
+
+
+class ResourcesService:
+    def __init__(self, registry: Registry, authn: Authenticator, *, send_timeout: float = 30.0) -> None:
+        self.registry = registry
+        self.send_timeout = send_timeout
+        self.reads = Reads(registry)
+        self.authn = authn
+        # Set once every watch cache has loaded; calls arriving earlier wait for it.
+        self.ready = asyncio.Event()
+
+    def handlers(self) -> grpc.GenericRpcHandler:
+        reg = self.registry
+        unary: dict[str, tuple[Verb, Callable[[bytes], Any]]] = {
+            "Get": (reg.get, pb.GetRequest.FromString),
+            "List": (self.reads.list, pb.ListRequest.FromString),
+            "Create": (reg.create, pb.WriteRequest.FromString),
+            "Update": (reg.update, pb.WriteRequest.FromString),
+            "UpdateStatus": (self._update_status, pb.WriteRequest.FromString),
+            "Delete": (reg.delete, pb.DeleteRequest.FromString),
+            "Bind": (reg.bind, pb.BindRequest.FromString),
+            "Evict": (reg.evict, pb.EvictRequest.FromString),
+        }
+        methods: dict[str, grpc.RpcMethodHandler] = {
+            name: grpc.unary_unary_rpc_method_handler(
+                self._unary(name, verb), request_deserializer=deser, response_serializer=_passthrough
+            )
+            for name, (verb, deser) in unary.items()
+        }
+        methods["Watch"] = grpc.unary_stream_rpc_method_handler(
+            self.watch, request_deserializer=pb.WatchRequest.FromString, response_serializer=_passthrough
+        )
+        return grpc.method_handlers_generic_handler(SERVICE, methods)
+
+    async def _update_status(self, ident: Identity, req: pb.WriteRequest) -> tuple[bytes, int]:
+        return await self.registry.update(ident, req, status=True)
+
+    def _unary(self, name: str, verb: Verb) -> Callable[[Any, Context], Awaitable[bytes]]:
+        authn = self.authn
+        method = f"{SERVICE}/{name}"
+        ready = self.ready
+
+        async def handler(request: Any, context: Context) -> bytes:
+            try:
+                if not ready.is_set():
+                    await ready.wait()
+                ident = authn.identify(context)
+                data, rev = await verb(ident, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                code, message = error_status(e, method)
+                await context.abort(code, message)
+            context.set_trailing_metadata(((REVISION_TRAILER, str(rev)),))
+            return data
+
+        handler.__name__ = name
+        return handler
+
+    async def watch(self, request: pb.WatchRequest, context: Context) -> None:
+        """Stream the watcher's batches with `context.write` (not a generator), so that a write the
+        client does not take within `send_timeout` (its flow-control window stays full) ends the
+        stream with RESOURCE_EXHAUSTED instead of holding it open for ever."""
+        try:
+            if not self.ready.is_set():
+                await self.ready.wait()
+            ident = self.authn.identify(context)
+            cache, watcher = await self.reads.watch(ident, request, context.peer())
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            code, message = error_status(e, f"{SERVICE}/Watch")
+            await context.abort(code, message)
+        timer = None
+        try:
+            # Initial metadata goes out at once (not with the first event): a client that awaits it
+            # knows the watch is registered, and from which revision it runs.
+            await context.send_initial_metadata(((REVISION_TRAILER, str(watcher.start_revision)),))
+            if request.timeout_seconds > 0:
+                timer = asyncio.get_running_loop().call_later(request.timeout_seconds, watcher.finish)
+            while True:
+                item = await watcher.next()
+                if item is None:
+                    return
+                async with asyncio.timeout(self.send_timeout):
+                    await context.write(item)
+        except WatchClosed as e:
+            if e.code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                log.warning("closing slow watcher %s on %s: %s", watcher.peer, request.resource, e.message)
+            await context.abort(e.code, e.message)
+        except TimeoutError:
+            watcher.close(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"watch closed: the client took no data for {self.send_timeout:g}s; "
+                f"resume from the last resourceVersion received",
+            )
+            reason = watcher.error
+            assert reason is not None
+            log.warning(
+                "closing stalled watcher %s on %s: %s", watcher.peer, request.resource, reason.message
+            )
+            await context.abort(reason.code, reason.message)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            cache.remove_watcher(watcher)

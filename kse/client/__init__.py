@@ -1,0 +1,1 @@
+"""The client side of the kse API: channels (here), and later the clientset and informers."""
