@@ -75,9 +75,16 @@ def any_node(ident: Identity) -> str | None:
 NODE_RULES: tuple[Rule, ...] = (
     Rule(READ, ("nodes", "pods")),
     Rule(("create", "update"), ("nodes", "nodes/status"), scope=Scope.OWN_NODE),
+    # A kubelet may deregister its own Node (NodeRestriction limits it to itself).
+    Rule(("delete",), ("nodes",), scope=Scope.OWN_NODE),
     Rule(("update",), ("pods/status",), scope=Scope.POD_ON_NODE),
     Rule(("delete",), ("pods",), scope=Scope.POD_ON_NODE),
-    Rule(("get", "create", "update"), ("leases",), namespaces=("kube-node-lease",), scope=Scope.OWN_NODE),
+    Rule(
+        ("get", "create", "update", "delete"),
+        ("leases",),
+        namespaces=("kube-node-lease",),
+        scope=Scope.OWN_NODE,
+    ),
     Rule(("create",), ("events",)),
 )
 
