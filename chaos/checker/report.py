@@ -1,0 +1,279 @@
+"""Reports of a checked run: JSON, Markdown tables, and a PNG timeline.
+
+    to_json(result)            the CheckResult as JSON (violations capped per invariant)
+    to_markdown(result)        a table of invariants (pass/fail, detail) and of failover timings
+    plot_timeline(history, p)  PNG: lease holder per replica, binds per second, faults
+    write_report(result, history, out_dir)   all three, as report.json / report.md / timeline.png
+
+matplotlib is imported inside `plot_timeline` only (Agg canvas, no pyplot state), so everything else
+works without it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.checker.failover import DEFAULT_LEASE_DURATION_S, METRICS
+from chaos.history import SCHEDULER_LEASE, History, fault_windows
+
+if TYPE_CHECKING:
+    from chaos.checker import CheckResult
+
+__all__ = ["plot_timeline", "to_json", "to_markdown", "write_report"]
+
+_METRIC_LABELS = {
+    "fault_to_acquire_ms": "fault → acquire (ms)",
+    "expiry_to_acquire_ms": "takeable → acquire (ms)",
+    "gap_ms": "bind gap (ms)",
+}
+
+
+NA = "-"
+
+
+def to_json(result: CheckResult, *, max_violations: int | None = 100, indent: int | None = 2) -> str:
+    return json.dumps(result.to_dict(max_violations), indent=indent, sort_keys=True, default=str)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _num(v: float | None) -> str:
+    return NA if v is None else f"{v:.1f}"
+
+
+def _short(identity: str | None, n: int = 28) -> str:
+    if not identity:
+        return NA
+    return identity if len(identity) <= n else identity[: n - 1] + "…"
+
+
+def to_markdown(result: CheckResult) -> str:
+    lines = [
+        f"## Invariants: {'PASS' if result.passed else 'FAIL (' + ', '.join(result.failed()) + ')'}",
+        "",
+        "| invariant | result | detail |",
+        "|---|---|---|",
+    ]
+    for name, r in result.invariants.items():
+        lines.append(f"| `{name}` | {'pass' if r.passed else '**FAIL**'} | {_cell(r.detail)} |")
+    fo = result.failover
+    if fo is not None:
+        lines += [
+            "",
+            f"## Failover (lease `{fo.lease}`: {len(fo.failovers)} failovers, {fo.terms} terms)",
+            "",
+        ]
+        lines += ["| metric | n | p50 | p95 | p99 | max |", "|---|---|---|---|---|---|"]
+        for m in METRICS:
+            s = fo.summary.get(m)
+            n = sum(1 for e in fo.failovers if getattr(e, m) is not None)
+            if s is None:
+                lines.append(f"| {_METRIC_LABELS[m]} | 0 |" + f" {NA} |" * 4)
+            else:
+                lines.append(
+                    f"| {_METRIC_LABELS[m]} | {n} | {_num(s['p50'])} | {_num(s['p95'])} | "
+                    f"{_num(s['p99'])} | {_num(s['max'])} |"
+                )
+        lines += ["", "Percentiles are nearest-rank (each value is an observed one)."]
+        if fo.events:
+            lines += [
+                "",
+                "| t (s) | fault | target | outcome | old → new holder | takeable by | "
+                "fault→acquire ms | takeable→acquire ms | gap ms |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            t0 = result.meta.get("start_ts") or 0.0
+            for e in fo.events:
+                holders = f"{_short(e.old_holder)}#{e.old_transitions} → "
+                holders += f"{_short(e.new_holder)}#{e.new_transitions}" if e.new_holder else NA
+                cells = [
+                    f"{e.fault_ts - t0:.3f}",
+                    e.fault,
+                    _cell(e.target),
+                    e.outcome,
+                    _cell(holders),
+                    e.takeable_by or NA,
+                    _num(e.fault_to_acquire_ms),
+                    _num(e.expiry_to_acquire_ms),
+                    _num(e.gap_ms),
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
+        if fo.skipped:
+            lines += ["", f"{len(fo.skipped)} leader-kind faults did not hit the leader and were not timed."]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- timeline
+
+
+_FAULT_COLORS = {
+    "kill": "tab:red",
+    "terminate": "tab:orange",
+    "stop": "tab:purple",
+    "restart": "tab:brown",
+    "partition": "tab:pink",
+    "rotate_certs": "tab:green",
+    "rotate_ca": "tab:olive",
+    "expire_certs": "tab:gray",
+}
+
+
+def plot_timeline(
+    history: History,
+    path: Path | str,
+    *,
+    lease: str = SCHEDULER_LEASE,
+    lease_duration_s: float | None = None,
+    title: str | None = None,
+) -> Path:
+    """Draw the run's timeline as a PNG at `path`.
+
+    Top: one row per replica identity, a solid bar for each term (labelled #transitions) from the
+    acquiring write to the last renewal, and a pale bar from there to the term's end (another's
+    acquisition or a release; for the last term, its expiry): the time the lease was held by a
+    replica no longer renewing it. Fenced writes are marked on their fence holder's row: x for one
+    refused (FAILED_PRECONDITION), a red dot for a stale one accepted. Bottom: accepted binds per
+    second. Faults are dashed vertical lines across both (a shaded span for windowed faults such as
+    partitions, pauses or rotations), labelled in the top panel. Time is seconds from the first
+    record.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    out = Path(path)
+    span = history.time_range()
+    t0, t1 = span if span else (0.0, 1.0)
+    t1 = max(t1, t0 + 1.0)
+    lh = history.lease_history()
+    terms = lh.terms(lease)
+    holders: list[str] = []
+    for t in terms:
+        if t.holder not in holders:
+            holders.append(t.holder)
+    rows = max(1, len(holders))
+
+    lease_h = 1.2 + 0.5 * rows
+    fig = Figure(figsize=(12, lease_h + 3.2), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    gs = fig.add_gridspec(2, 1, height_ratios=[lease_h, 2.6])
+    ax_l = fig.add_subplot(gs[0])
+    ax_b = fig.add_subplot(gs[1], sharex=ax_l)
+    fig.suptitle(title or f"lease {lease}: holder per replica, binds per second, faults", fontsize=11)
+
+    # -- lease terms
+    palette = ["tab:blue", "tab:orange", "tab:green", "tab:cyan", "tab:olive", "tab:brown", "tab:gray"]
+    for t in terms:
+        row = holders.index(t.holder)
+        color = palette[row % len(palette)]
+        solid = max(t.last_renew_ts - t.acquire_ts, 0.05)
+        ax_l.broken_barh([(t.acquire_ts - t0, solid)], (row - 0.3, 0.6), facecolors=color)
+        duration = t.duration_s or lease_duration_s or DEFAULT_LEASE_DURATION_S
+        end = t.end_ts if t.end_ts is not None else min(t.last_renew_ts + duration, t1)
+        if end > t.last_renew_ts:
+            ax_l.broken_barh(
+                [(t.last_renew_ts - t0, end - t.last_renew_ts)], (row - 0.3, 0.6), facecolors=color, alpha=0.3
+            )
+        ax_l.text(t.acquire_ts - t0, row - 0.33, f"#{t.transitions}", fontsize=7, va="bottom", ha="left")
+    refused_x, refused_y, stale_x, stale_y = [], [], [], []
+    for r in history.audit:
+        if r.fence is None or r.resource == "leases" or r.fence.holder not in holders:
+            continue
+        row = holders.index(r.fence.holder)
+        if r.code == "FAILED_PRECONDITION":
+            refused_x.append(r.ts - t0)
+            refused_y.append(row)
+        elif r.code == "OK" and r.revision is not None:
+            st = lh.at_revision(r.fence.lease, r.revision)
+            if st is None or (st.holder, st.transitions) != (r.fence.holder, r.fence.transitions):
+                stale_x.append(r.ts - t0)
+                stale_y.append(row)
+    if refused_x:
+        ax_l.plot(refused_x, refused_y, "x", color="black", markersize=6)
+    if stale_x:
+        ax_l.plot(stale_x, stale_y, "o", color="red", markersize=6)
+    ax_l.set_yticks(range(len(holders)), [_short(h, 32) for h in holders])
+    ax_l.set_ylim(rows - 0.4, -1.55)  # inverted: the first holder on top, room above for fault labels
+    ax_l.grid(axis="x", alpha=0.3)
+    ax_l.tick_params(labelbottom=False)
+    if not holders:
+        ax_l.text(0.5, 0.5, "no lease writes", transform=ax_l.transAxes, ha="center", va="center")
+
+    # -- binds per second
+    bind_ts = sorted(r.ts for r in history.audit if r.verb == "bind" and r.code == "OK")
+    width = max(1.0, (t1 - t0) / 400)  # at most ~400 bins
+    nbins = int((t1 - t0) // width) + 1
+    counts = Counter(int((ts - t0) // width) for ts in bind_ts)
+    xs = [i * width for i in range(nbins + 1)]
+    ys = [counts.get(i, 0) / width for i in range(nbins)] + [0.0]
+    ax_b.step(xs, ys, where="post", color="tab:blue", linewidth=1.2)
+    ax_b.fill_between(xs, ys, step="post", alpha=0.15, color="tab:blue")
+    ax_b.set_ylabel("binds / s" if width == 1.0 else f"binds / s ({width:.1f} s bins)")
+    ax_b.set_xlabel("seconds since start")
+    ax_b.set_ylim(bottom=0)
+    ax_b.grid(alpha=0.3)
+    ax_b.set_xlim(0, t1 - t0)
+
+    # -- faults
+    used: dict[str, str] = {}
+    n_labels = 0
+    for w in fault_windows(history.faults):
+        if w.fault in ("cont", "heal"):
+            continue
+        color = _FAULT_COLORS.get(w.fault, "black")
+        used[w.fault] = color
+        for ax in (ax_l, ax_b):
+            if w.end > w.start:
+                ax.axvspan(w.start - t0, w.end - t0, color=color, alpha=0.12, linewidth=0)
+            ax.axvline(w.start - t0, color=color, linestyle="--", linewidth=1)
+        level = -1.3 if n_labels % 2 == 0 else -0.95  # two staggered lines above the first row
+        n_labels += 1
+        ax_l.text(
+            w.start - t0, level, f" {w.fault} {w.target}", fontsize=7, va="center", ha="left", color=color
+        )
+
+    handles: list[Any] = [Line2D([0], [0], color=c, linestyle="--", label=f) for f, c in used.items()]
+    handles.append(Patch(facecolor="gray", alpha=0.3, label="lease held, not renewed"))
+    if refused_x:
+        handles.append(
+            Line2D([0], [0], marker="x", color="black", linestyle="", label="fenced write refused")
+        )
+    if stale_x:
+        handles.append(Line2D([0], [0], marker="o", color="red", linestyle="", label="STALE write accepted"))
+    fig.legend(
+        handles=handles, loc="outside lower center", fontsize=8, ncols=min(6, len(handles)), frameon=False
+    )
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def write_report(
+    result: CheckResult,
+    history: History,
+    out_dir: Path | str,
+    *,
+    stem: str = "report",
+    lease: str = SCHEDULER_LEASE,
+    plot: bool = True,
+) -> dict[str, Path]:
+    """Write `<stem>.json`, `<stem>.md` and (if matplotlib is available) `timeline.png`."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    paths = {"json": d / f"{stem}.json", "markdown": d / f"{stem}.md"}
+    paths["json"].write_text(to_json(result) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
+    if plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return paths
+        paths["png"] = plot_timeline(history, d / "timeline.png", lease=lease)
+    return paths
