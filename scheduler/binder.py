@@ -1,0 +1,75 @@
+"""The client side of binding: post pods/binding for a pod (upstream DefaultBinder's API call,
+``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``).
+
+The Binding names the pod and carries its UID as a precondition, as upstream's does, so a pod
+deleted and recreated under the same name is never bound by a decision taken for the old one. No
+resourceVersion precondition: the pod's status may legitimately change between the scheduling
+decision and the bind (e.g. our own PodScheduled=False write), and the API server already refuses
+a pod that is bound.
+
+Every bind carries the leader's fence token when there is one: `fence` is a callable returning
+the token of the current lease term (leader election fills it in; None = unfenced). The API server
+checks it in the same etcd transaction as the write.
+
+The framework turns a failed bind into an Error status (the exception text); the exception
+itself is kept here per pod UID (`take_error`) because the scheduler needs its *type*: a conflict
+(ABORTED: already bound, or the UID no longer matches) or NOT_FOUND is not retried blindly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kse.client.clientset import Clientset
+from proto import kse_pb2 as pb
+
+FenceSource = Callable[[], pb.FenceToken | None]
+
+
+def new_binding(pod: pb.Pod, node_name: str) -> pb.Binding:
+    """The pods/binding object for `pod` -> `node_name` (upstream's v1.Binding)."""
+    return pb.Binding(
+        api_version="v1",
+        kind="Binding",
+        metadata=pb.ObjectMeta(
+            namespace=pod.metadata.namespace, name=pod.metadata.name, uid=pod.metadata.uid
+        ),
+        target=pb.ObjectReference(kind="Node", api_version="v1", name=node_name),
+    )
+
+
+class Binder:
+    """`await binder(pod, node)` posts the binding; a callable, as `Framework(binder=...)` takes."""
+
+    def __init__(self, clientset: Clientset, fence: FenceSource | None = None) -> None:
+        self._cs = clientset
+        self._fence = fence
+        self._errors: dict[str, BaseException] = {}
+        self.binds = 0
+        self.failures = 0
+
+    def set_fence(self, fence: FenceSource | None) -> None:
+        self._fence = fence
+
+    async def __call__(self, pod: pb.Pod, node_name: str) -> None:
+        await self.bind(pod, node_name)
+
+    async def bind(self, pod: pb.Pod, node_name: str) -> pb.Pod:
+        """Bind and return the bound pod; raises the client's typed error on failure."""
+        token = self._fence() if self._fence is not None else None
+        try:
+            bound = await self._cs.pods.bind(new_binding(pod, node_name), fence=token)
+        except Exception as e:
+            self.failures += 1
+            self._errors[_uid(pod)] = e
+            raise
+        self.binds += 1
+        return bound
+
+    def take_error(self, pod: pb.Pod) -> BaseException | None:
+        """The exception of the pod's last failed bind, forgotten once read."""
+        return self._errors.pop(_uid(pod), None)
+
+
+def _uid(pod: pb.Pod) -> str:
+    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"

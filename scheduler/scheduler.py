@@ -1,0 +1,625 @@
+"""The Scheduler: one kube-scheduler replica's informers, cache, queue, frameworks and the loop
+(upstream ``pkg/scheduler/scheduler.go`` and ``schedule_one.go``).
+
+    pop ──> framework of the pod's profile ──> update snapshot ──> schedule_pod ──> assume
+        ──> Reserve ──> Permit ──┬──> [binding cycle, a task]: WaitOnPermit ──> PreBind ──> Bind
+                                 │        ──> finish_binding, Scheduled event ──> PostBind
+        (any failure) ───────────┴──> Unreserve (reverse order), forget, handle_scheduling_failure
+
+The scheduling cycle is synchronous and serial: one pod at a time against a snapshot no other
+cycle changes. The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
+scheduler owns, and the loop goes on with the next pod: the assumed pod is already counted in the
+cache. At most ``max_binds_in_flight`` binding cycles run at once; the loop waits for a free slot
+before it pops the next pod (backpressure instead of an unbounded pile of binds). A pod waiting at
+Permit gives its slot back while it waits, so waiting pods can never stall the loop.
+
+A failed attempt (``handle_scheduling_failure``, upstream handleSchedulingFailure):
+
+* ``scheduler_schedule_attempts_total{result="unschedulable"|"error"}``;
+* the pod goes back to the queue with the plugins that rejected it (only their events can move
+  it back), unless the informer says it is gone, bound, or replaced by a new pod of that name;
+* a ``FailedScheduling`` Warning event with the FitError message
+  ("0/20 nodes are available: 3 Insufficient cpu, ...") and the condition
+  ``PodScheduled=False, reason=Unschedulable`` (``SchedulerError`` for errors) with the same
+  message, both written off the loop.
+
+A bind the API server refuses because the pod is already bound, was deleted or was replaced
+(ABORTED / NOT_FOUND) is not retried blindly: the scheduler first waits (briefly) for its pod
+informer to reach the revision of that answer, so the failure handling sees the truth and drops
+the pod instead of requeueing it.
+
+Every replica keeps warm informers from the start (leader election, next, only gates the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kse.client.clientset import Clientset
+from kse.client.errors import ApiError, ConflictError, NotFoundError
+from kse.client.informer import Informer, InformerFactory
+from proto import kse_pb2 as pb
+from scheduler.algorithm import (
+    AlgorithmState,
+    Diagnosis,
+    FitError,
+    NoNodesAvailableError,
+    ScheduleResult,
+    SchedulingError,
+    diagnosis_statuses,
+    schedule_pod,
+)
+from scheduler.apis.config import KubeSchedulerConfiguration
+from scheduler.binder import Binder, FenceSource
+from scheduler.cache.cache import CLEANUP_ASSUMED_PERIOD, DEFAULT_ASSUMED_POD_TTL, Cache, CacheError
+from scheduler.eventhandlers import POD_FIELD_SELECTOR, EventHandlers
+from scheduler.events import (
+    ACTION_BINDING,
+    ACTION_SCHEDULING,
+    NORMAL,
+    REASON_FAILED_SCHEDULING,
+    REASON_SCHEDULED,
+    WARNING,
+    EventRecorder,
+    scheduled_message,
+    truncate_message,
+)
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import PluginFactory
+from scheduler.framework.nodeinfo import Snapshot
+from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
+from scheduler.framework.types import Code, PodInfo, QueuedPodInfo, Status
+from scheduler.metrics import SchedulerMetrics, attempts_label
+from scheduler.profile import new_profiles
+from scheduler.queue.scheduling_queue import (
+    DEFAULT_POD_INITIAL_BACKOFF,
+    DEFAULT_POD_MAX_BACKOFF,
+    EVENT_ASSIGNED_POD_DELETE,
+    PriorityQueue,
+    QueueError,
+)
+from scheduler.status import REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE, PodStatusUpdater, unschedulable
+
+log = logging.getLogger(__name__)
+
+# Binding cycles past Permit at once. By Little's law the binds in flight are throughput x bind
+# latency: ~5 at 500 pods/s and 10 ms, so 64 leaves a wide margin while keeping the API server's
+# queue, and with it each attempt's latency, short (measured: same throughput as 512, p50 attempt
+# latency 62 ms instead of 166+ ms). Pods waiting at Permit do not hold a slot.
+DEFAULT_MAX_BINDS_IN_FLIGHT = 64
+# How long a refused bind waits for the informer to catch up with the refusal's revision.
+BIND_CONFLICT_SYNC_TIMEOUT = 5.0
+_REJECTED = (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+
+@dataclass
+class SchedulerOptions:
+    """What the command line adds to the KubeSchedulerConfiguration."""
+
+    identity: str = ""
+    assumed_pod_ttl: float = DEFAULT_ASSUMED_POD_TTL
+    permit_wait_timeout: float = MAX_PERMIT_TIMEOUT
+    max_binds_in_flight: int = DEFAULT_MAX_BINDS_IN_FLIGHT
+    seed: int | None = None
+
+
+@dataclass
+class _Failure:
+    """Why an attempt failed: a status code, the message for the event and the condition, and
+    the plugins whose events may help."""
+
+    code: Code
+    message: str
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+
+    @property
+    def rejected(self) -> bool:
+        return self.code in _REJECTED
+
+    @classmethod
+    def of_fit_error(cls, err: FitError, code: Code = Code.UNSCHEDULABLE) -> _Failure:
+        d = err.diagnosis
+        return cls(code, str(err), set(d.unschedulable_plugins), set(d.pending_plugins))
+
+    @classmethod
+    def of_status(cls, pod: pb.Pod, node_name: str, status: Status) -> _Failure:
+        """A rejection at Reserve / Permit / WaitOnPermit is a FitError on that one node
+        (upstream builds FitError{NumAllNodes: 1}); anything else an error."""
+        if not status.is_rejected():
+            return cls(Code.ERROR, status.message() or "unknown error")
+        diagnosis = Diagnosis(node_to_status={node_name: status})
+        diagnosis.add_plugin_status(status)
+        return cls.of_fit_error(FitError(pod, 1, diagnosis), status.code)
+
+
+class _Slot:
+    """One binding slot of a binding cycle: released at most once, re-acquirable."""
+
+    __slots__ = ("_held", "_sem")
+
+    def __init__(self, sem: asyncio.Semaphore) -> None:
+        self._sem = sem
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._sem.release()
+
+    async def acquire(self) -> None:
+        if not self._held:
+            await self._sem.acquire()
+            self._held = True
+
+
+class Scheduler:
+    """One scheduler replica (see the module doc). `await run()` until `stop()` or cancelled."""
+
+    def __init__(
+        self,
+        cfg: KubeSchedulerConfiguration,
+        clientset: Clientset,
+        *,
+        event_clientset: Clientset | None = None,
+        options: SchedulerOptions | None = None,
+        metrics: SchedulerMetrics | None = None,
+        fence: FenceSource | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        registry: Mapping[str, PluginFactory] | None = None,
+    ) -> None:
+        self.options = opts = options or SchedulerOptions()
+        self.metrics = metrics or SchedulerMetrics()
+        self.clientset = clientset
+        self._clock = clock
+        self.cache = Cache(ttl=opts.assumed_pod_ttl, clock=clock)
+        self.snapshot = Snapshot()
+        self.binder = Binder(clientset, fence)
+        self.profiles: dict[str, Framework] = new_profiles(
+            cfg,
+            registry=registry,
+            snapshot=self.snapshot,
+            binder=self.binder,
+            max_permit_timeout=opts.permit_wait_timeout,
+        )
+        if not self.profiles:
+            raise ValueError("the configuration has no profiles")
+        first = next(iter(self.profiles.values()))
+        self.queue = PriorityQueue(
+            first.queue_sort_func(),  # validation made it the same for every profile
+            clock=clock,
+            pod_initial_backoff=float(cfg.pod_initial_backoff_seconds or DEFAULT_POD_INITIAL_BACKOFF),
+            pod_max_backoff=float(cfg.pod_max_backoff_seconds or DEFAULT_POD_MAX_BACKOFF),
+            queueing_hints_per_profile={name: f.queueing_hints() for name, f in self.profiles.items()},
+            pre_enqueue_per_profile={name: f.pre_enqueue_functions() for name, f in self.profiles.items()},
+            on_incoming=self.metrics.incoming,
+        )
+        self.alg = AlgorithmState(percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score or 0)
+        if opts.seed is not None:
+            self.alg.rng.seed(opts.seed)
+
+        self.informers = InformerFactory(clientset)
+        self.pod_informer: Informer[pb.Pod] = self.informers.informer(
+            "pods", field_selector=POD_FIELD_SELECTOR
+        )
+        self.node_informer: Informer[pb.Node] = self.informers.informer("nodes")
+        self.handlers = EventHandlers(
+            cache=self.cache, queue=self.queue, profiles=self.profiles, metrics=self.metrics
+        )
+        self.handlers.register(self.pod_informer, self.node_informer)
+
+        self.recorder = EventRecorder(event_clientset or clientset, instance=opts.identity, fence=fence)
+        self.status = PodStatusUpdater(clientset, lookup=self._lookup_pod, fence=fence)
+        self.metrics.watch_queue(self.queue)
+        self.metrics.watch_cache(self.cache)
+
+        self._bind_slots = asyncio.Semaphore(max(1, opts.max_binds_in_flight))
+        self._bindings: asyncio.TaskGroup | None = None
+        self._binds_in_flight = 0
+        self.synced = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.loop_running = False
+        self.loop_error: BaseException | None = None
+        self.attempts = 0
+
+    # ================================================================ lifetime
+
+    def set_fence(self, fence: FenceSource | None) -> None:
+        """The fence token source of every write (leader election sets it per lease term)."""
+        self.binder.set_fence(fence)
+        self.recorder.set_fence(fence)
+        self.status.set_fence(fence)
+
+    async def run(self) -> None:
+        """Informers first (the cache and queue fill up), then the loop. Returns after `stop()`
+        once in-flight binding cycles are done; cancelling it cancels everything."""
+        async with asyncio.TaskGroup() as tg:
+            background = [
+                tg.create_task(self.informers.run(), name="informers"),
+                tg.create_task(self.recorder.run(), name="event-recorder"),
+                tg.create_task(self.status.run(), name="pod-status"),
+            ]
+            syncing = tg.create_task(self.informers.wait_for_sync(), name="informer-sync")
+            stopping = tg.create_task(self._stopping.wait(), name="stop-before-sync")
+            await asyncio.wait({syncing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not syncing.done():  # stopped before the informers synced: nothing to schedule
+                syncing.cancel()
+                for task in background:
+                    task.cancel()
+                return
+            syncing.result()
+            self.synced.set()
+            log.info(
+                "informers synced: %d nodes, %d pods in the cache, %s",
+                len(self.node_informer.store),
+                self.cache.pod_count(),
+                self.queue.pending_pods(),
+            )
+            background += [
+                tg.create_task(self.queue.run(), name="queue-flush"),
+                tg.create_task(self._cleanup_assumed_pods(), name="assumed-pod-expiry"),
+            ]
+            try:
+                await self._schedule_loop()
+            finally:
+                # Let the writes of the last attempts out before the writers stop.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(2.0):
+                        await self.recorder.wait_idle()
+                        await self.status.wait_idle()
+                for task in background:
+                    task.cancel()
+
+    def stop(self) -> None:
+        """Stop popping pods; `run()` returns once the binding cycles in flight are done."""
+        self._stopping.set()
+        self.queue.close()
+
+    async def _schedule_loop(self) -> None:
+        self.loop_running = True
+        try:
+            async with asyncio.TaskGroup() as bindings:
+                self._bindings = bindings
+                while await self.schedule_one():
+                    pass
+        except BaseException as e:
+            if not isinstance(e, asyncio.CancelledError):
+                self.loop_error = e
+                log.exception("the scheduling loop crashed")
+            raise
+        finally:
+            self._bindings = None
+            self.loop_running = False
+
+    async def _cleanup_assumed_pods(self) -> None:
+        """Expire assumed pods never confirmed (see scheduler.cache.cache); their resources are
+        free again, which may help unschedulable pods."""
+        while True:
+            await asyncio.sleep(CLEANUP_ASSUMED_PERIOD)
+            for pod_info, _node in self.cache.cleanup_assumed_pods():
+                self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod_info.pod, None)
+
+    # ================================================================ one pod
+
+    async def schedule_one(self) -> bool:
+        """One scheduling attempt (upstream ScheduleOne); False once the queue is closed."""
+        await self._bind_slots.acquire()
+        handed_over = False
+        try:
+            qpi = await self.queue.pop()
+            if qpi is None:
+                return False
+            self.attempts += 1
+            handed_over = self._attempt(qpi)
+        finally:
+            if not handed_over:
+                self._bind_slots.release()
+        # Neither pop() nor acquire() suspends while there is work, so without this the loop
+        # would keep the event loop to itself while the queue is non-empty: the binds it just
+        # started, the informers and the event writers would all wait for the queue to drain.
+        # Upstream runs ScheduleOne on its own goroutine; here the cycle yields once per pod.
+        await asyncio.sleep(0)
+        return True
+
+    def _attempt(self, qpi: QueuedPodInfo) -> bool:
+        """The scheduling cycle of one popped pod; True if a binding cycle took over (and with it
+        the binding slot)."""
+        pod = qpi.pod
+        uid = qpi.pod.metadata.uid  # the queue tracks pods in flight by UID
+        fwk = self.profiles.get(pod.spec.scheduler_name)
+        if fwk is None:
+            log.error('profile not found for scheduler name "%s"', pod.spec.scheduler_name)
+            self.queue.done(uid)
+            return False
+        if self._skip_pod_schedule(fwk, pod):
+            self.queue.done(uid)
+            return False
+        start = self._clock()
+        state = CycleState()
+        try:
+            result, failure = self._scheduling_cycle(state, fwk, qpi, start)
+        except Exception as e:  # a bug must cost one attempt, not the loop
+            log.exception("scheduling cycle of pod %s failed", qpi.key)
+            result, failure = None, _Failure(Code.ERROR, f"scheduling cycle failed: {e}")
+        if failure is not None or result is None:
+            self.handle_scheduling_failure(fwk, qpi, failure or _Failure(Code.ERROR, "no result"), start)
+            return False
+        assert self._bindings is not None
+        self._binds_in_flight += 1
+        self.metrics.goroutines.set(self._binds_in_flight, "binding")
+        self._bindings.create_task(
+            self._binding_cycle(state, fwk, qpi, result.suggested_host, start), name=f"bind-{qpi.key}"
+        )
+        return True
+
+    def _skip_pod_schedule(self, fwk: Framework, pod: pb.Pod) -> bool:
+        """Upstream skipPodSchedule: a pod being deleted, or one already assumed (it was
+        requeued by an update during its own cycle)."""
+        if pod.metadata.deletion_timestamp:
+            self.recorder.eventf(
+                pod,
+                WARNING,
+                REASON_FAILED_SCHEDULING,
+                ACTION_SCHEDULING,
+                f"skip schedule deleting pod: {pod.metadata.namespace}/{pod.metadata.name}",
+                component=fwk.profile_name,
+            )
+            return True
+        return self.cache.is_assumed_pod(pod)
+
+    def _scheduling_cycle(
+        self, state: CycleState, fwk: Framework, qpi: QueuedPodInfo, start: float
+    ) -> tuple[ScheduleResult | None, _Failure | None]:
+        """Upstream schedulingCycle: the algorithm, assume, Reserve, Permit."""
+        pod_info = qpi.pod_info
+        pod = pod_info.pod
+        t0 = time.perf_counter()
+        try:
+            self.cache.update_snapshot(self.snapshot)
+        except CacheError as e:
+            return None, _Failure(Code.ERROR, str(e))
+        self.metrics.snapshot_update_duration.observe(time.perf_counter() - t0)
+        try:
+            result = schedule_pod(fwk, state, pod_info, self.snapshot, self.alg)
+        except NoNodesAvailableError as e:
+            self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
+            return None, _Failure(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(e))
+        except FitError as e:
+            self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
+            if fwk.has_post_filter_plugins():
+                names = [ni.name for ni in self.snapshot.node_info_list]
+                _res, s = fwk.run_post_filter_plugins(state, pod_info, diagnosis_statuses(e.diagnosis, names))
+                e.diagnosis.post_filter_msg = s.message() if s is not None else ""
+                if s is not None and s.code == Code.ERROR:
+                    log.error("PostFilter for pod %s failed: %s", qpi.key, s.message())
+            return None, _Failure.of_fit_error(e)
+        except SchedulingError as e:
+            self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
+            return None, _Failure(Code.ERROR, str(e))
+        self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
+
+        host = result.suggested_host
+        try:
+            self.cache.assume_pod(pod_info, host)
+        except CacheError as e:
+            log.error("scheduler cache AssumePod failed: %s", e)
+            return None, _Failure(Code.ERROR, str(e))
+
+        s = fwk.run_reserve_plugins_reserve(state, pod_info, host)
+        if s is not None and not s.is_success():
+            self._undo_assume(fwk, state, pod_info, host)
+            return None, _Failure.of_status(pod, host, s)
+
+        s = fwk.run_permit_plugins(state, pod_info, host)
+        if s is not None and not s.is_success() and s.code != Code.WAIT:
+            self._undo_assume(fwk, state, pod_info, host)
+            return None, _Failure.of_status(pod, host, s)
+        return result, None
+
+    def _undo_assume(self, fwk: Framework, state: CycleState, pod_info: PodInfo, host: str) -> bool:
+        """Unreserve (reverse order) and forget; True if the cache forgot the pod."""
+        fwk.run_reserve_plugins_unreserve(state, pod_info, host)
+        try:
+            self.cache.forget_pod(pod_info, host)
+        except CacheError as e:
+            log.error("scheduler cache ForgetPod failed: %s", e)
+            return False
+        return True
+
+    # ================================================================ binding cycle
+
+    async def _binding_cycle(
+        self, state: CycleState, fwk: Framework, qpi: QueuedPodInfo, host: str, start: float
+    ) -> None:
+        slot = _Slot(self._bind_slots)  # handed over by the loop, held
+        try:
+            failure = await self._bind_steps(state, fwk, qpi, host, start, slot)
+            if failure is not None:
+                await self._handle_binding_cycle_error(state, fwk, qpi, host, failure, start)
+        except Exception as e:
+            log.exception("binding cycle of pod %s failed", qpi.key)
+            await self._handle_binding_cycle_error(
+                state, fwk, qpi, host, _Failure(Code.ERROR, f"binding cycle failed: {e}"), start
+            )
+        finally:
+            self._binds_in_flight -= 1
+            self.metrics.goroutines.set(self._binds_in_flight, "binding")
+            slot.release()
+
+    async def _bind_steps(
+        self, state: CycleState, fwk: Framework, qpi: QueuedPodInfo, host: str, start: float, slot: _Slot
+    ) -> _Failure | None:
+        """Upstream bindingCycle: WaitOnPermit, PreBind, Bind, PostBind. None on success."""
+        pod_info = qpi.pod_info
+        pod = pod_info.pod
+        if fwk.will_wait_on_permit(pod):
+            # A pod parked at Permit (e.g. until its gang is complete) must not hold a binding
+            # slot: enough of them would stall the loop, and with it the pods they wait for.
+            slot.release()
+            t0 = self._clock()
+            s = await fwk.wait_on_permit(pod_info)
+            ok = s is None or s.is_success()
+            self.metrics.permit_wait_duration.observe(self._clock() - t0, "success" if ok else "failure")
+            if not ok:
+                assert s is not None
+                return _Failure.of_status(pod, host, s)
+            await slot.acquire()
+        # Past Permit nothing can make the pod "unschedulable" any more: failures from here on
+        # are retried after backoff. The queue can drop the in-flight events now (upstream).
+        self.queue.done(pod.metadata.uid)
+
+        s = await fwk.run_pre_bind_plugins(state, pod_info, host)
+        if s is not None and not s.is_success():
+            return _Failure.of_status(pod, host, s) if s.is_rejected() else _Failure(Code.ERROR, s.message())
+        try:
+            s = await fwk.run_bind_plugins(state, pod_info, host)
+        finally:
+            self.cache.finish_binding(pod_info)
+        if s is not None and not s.is_success():
+            return _Failure(Code.ERROR, s.message() or "bind was skipped by every Bind plugin")
+        self.recorder.eventf(
+            pod,
+            NORMAL,
+            REASON_SCHEDULED,
+            ACTION_BINDING,
+            scheduled_message(pod, host),
+            component=fwk.profile_name,
+        )
+        now = self._clock()
+        self.metrics.pod_scheduled(fwk.profile_name, now - start)
+        self.metrics.pod_scheduling_attempts.observe(qpi.attempts)
+        if qpi.initial_attempt_timestamp is not None:
+            self.metrics.pod_scheduling_sli_duration.observe(
+                now - qpi.initial_attempt_timestamp, attempts_label(qpi.attempts)
+            )
+        log.debug("bound pod %s to %s", qpi.key, host)
+        await fwk.run_post_bind_plugins(state, pod_info, host)
+        return None
+
+    async def _handle_binding_cycle_error(
+        self,
+        state: CycleState,
+        fwk: Framework,
+        qpi: QueuedPodInfo,
+        host: str,
+        failure: _Failure,
+        start: float,
+    ) -> None:
+        """Upstream handleBindingCycleError: undo the assume, then the usual failure handling."""
+        pod = qpi.pod
+        forgot = self._undo_assume(fwk, state, qpi.pod_info, host)
+        err = self.binder.take_error(pod)
+        if isinstance(err, ConflictError | NotFoundError):
+            # Already bound, deleted or replaced: let the informer catch up with that answer so
+            # the failure handling sees it (and does not requeue the pod).
+            await self._sync_pods_to(err)
+        if forgot and not failure.rejected:
+            # The resources it held are free: a PodDelete for the others.
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
+        self.handle_scheduling_failure(fwk, qpi, failure, start)
+        if forgot and failure.rejected:
+            # After the pod itself is requeued, or the event would requeue it too (upstream defers).
+            uid = pod.metadata.uid
+            self.queue.move_all_to_active_or_backoff(
+                EVENT_ASSIGNED_POD_DELETE, pod, None, pre_check=lambda p: p.metadata.uid != uid
+            )
+
+    async def _sync_pods_to(self, err: ApiError) -> None:
+        if not err.revision.isdigit():
+            return
+        try:
+            async with asyncio.timeout(BIND_CONFLICT_SYNC_TIMEOUT):
+                await self.pod_informer.wait_for_revision(err.revision)
+        except TimeoutError:
+            log.warning("pod informer did not reach revision %s in time", err.revision)
+
+    # ================================================================ failures
+
+    def handle_scheduling_failure(
+        self, fwk: Framework, qpi: QueuedPodInfo, failure: _Failure, start: float
+    ) -> None:
+        """Upstream handleSchedulingFailure: metrics, requeue (unless gone or bound), the
+        FailedScheduling event and the PodScheduled=False condition."""
+        pod = qpi.pod
+        uid = qpi.pod.metadata.uid  # the queue tracks pods in flight by UID
+        elapsed = self._clock() - start
+        if failure.rejected:
+            reason = REASON_UNSCHEDULABLE
+            self.metrics.pod_unschedulable(fwk.profile_name, elapsed)
+            log.debug("unable to schedule pod %s: %s", qpi.key, failure.message)
+        else:
+            reason = REASON_SCHEDULER_ERROR
+            self.metrics.pod_schedule_error(fwk.profile_name, elapsed)
+            log.warning("error scheduling pod %s; retrying: %s", qpi.key, failure.message)
+        qpi.unschedulable_plugins = set(failure.unschedulable_plugins)
+        qpi.pending_plugins = set(failure.pending_plugins)
+
+        cached = self._lookup_pod(pod.metadata.namespace, pod.metadata.name)
+        requeued = False
+        if cached is None:
+            log.info("pod %s doesn't exist in informer cache; not requeued", qpi.key)
+            self.queue.done(uid)
+        elif cached.spec.node_name:
+            log.info("pod %s has been assigned to node %s; not requeued", qpi.key, cached.spec.node_name)
+            self.queue.done(uid)
+        elif cached.metadata.uid != pod.metadata.uid:
+            log.info("pod %s was replaced by a new pod of that name; not requeued", qpi.key)
+            self.queue.done(uid)
+        else:
+            qpi.pod_info = PodInfo(cached)
+            try:
+                self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
+            except QueueError as e:
+                log.error("requeueing pod %s: %s", qpi.key, e)
+            pod = cached
+            requeued = True
+
+        self.recorder.eventf(
+            pod,
+            WARNING,
+            REASON_FAILED_SCHEDULING,
+            ACTION_SCHEDULING,
+            truncate_message(failure.message),
+            component=fwk.profile_name,
+        )
+        if requeued:  # a pod that is gone or bound keeps its status
+            self.status.submit(pod, unschedulable(failure.message, reason))
+
+    # ================================================================ helpers
+
+    def _lookup_pod(self, namespace: str, name: str) -> pb.Pod | None:
+        return self.pod_informer.store.get_by(namespace, name)
+
+    def healthy(self) -> tuple[bool, str]:
+        """For /healthz: the loop runs (or has not started yet: informers still syncing)."""
+        if self.loop_error is not None:
+            return False, f"scheduling loop crashed: {self.loop_error!r}"
+        if self.synced.is_set() and not self.loop_running and not self.queue.closed:
+            return False, "scheduling loop is not running"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        """For /readyz: every informer has synced."""
+        if not self.synced.is_set():
+            return False, "informers not synced"
+        return True, "ok"
+
+    def debug_state(self) -> dict[str, Any]:
+        return {
+            "attempts": self.attempts,
+            "binds_in_flight": self._binds_in_flight,
+            "pending": self.queue.pending_pods(),
+            "cache": self.cache.sizes(),
+            "events": {
+                "created": self.recorder.created,
+                "updated": self.recorder.updated,
+                "dropped": self.recorder.dropped,
+            },
+        }

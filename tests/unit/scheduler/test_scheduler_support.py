@@ -1,0 +1,341 @@
+"""The pieces around the scheduling loop: metrics exposition, the health server, the PodScheduled
+condition rules, event aggregation, and which informer events go to the cache or the queue."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+
+from kse.client.errors import NotFoundError
+from proto import kse_pb2 as pb
+from scheduler.cache.cache import Cache
+from scheduler.eventhandlers import EventHandlers, node_scheduling_properties_change
+from scheduler.events import WARNING, EventRecorder, truncate_message
+from scheduler.framework.plugins.queuesort import PrioritySort
+from scheduler.framework.types import ActionType, PodInfo
+from scheduler.metrics import (
+    Registry,
+    SchedulerMetrics,
+    exponential_buckets,
+    format_value,
+    histogram_quantile,
+    parse_exposition,
+    sample_sum,
+)
+from scheduler.queue.scheduling_queue import PriorityQueue
+from scheduler.server import HealthServer, http_get
+from scheduler.status import unschedulable, update_pod_condition
+
+# ---------------------------------------------------------------- metrics
+
+
+def test_exposition_format_and_upstream_buckets() -> None:
+    m = SchedulerMetrics()
+    m.pod_scheduled("default-scheduler", 0.0031)
+    m.pod_unschedulable("default-scheduler", 20.0)
+    m.pending_pods.set(3, "active")
+    text = m.expose()
+    assert "# TYPE scheduler_schedule_attempts_total counter" in text
+    assert 'scheduler_schedule_attempts_total{result="scheduled",profile="default-scheduler"} 1' in text
+    assert 'scheduler_pending_pods{queue="active"} 3' in text
+    # ExponentialBuckets(0.001, 2, 15), printed as Go prints them.
+    les = [
+        lbl["le"]
+        for lbl, _ in parse_exposition(text)["scheduler_scheduling_attempt_duration_seconds_bucket"]
+        if lbl["result"] == "scheduled"
+    ]
+    assert les[:4] == ["0.001", "0.002", "0.004", "0.008"] and les[-2:] == ["16.384", "+Inf"]
+    # 20 s is above the last finite bucket: only +Inf and the count see it.
+    samples = parse_exposition(text)
+    assert sample_sum(samples, "scheduler_scheduling_attempt_duration_seconds_bucket", result="unschedulable",
+                      le="16.384") == 0  # fmt: skip
+    assert (
+        sample_sum(samples, "scheduler_scheduling_attempt_duration_seconds_count", result="unschedulable")
+        == 1
+    )
+    assert exponential_buckets(0.01, 2, 20)[-1] == pytest.approx(5242.88)
+
+
+def test_label_escaping_round_trips() -> None:
+    r = Registry()
+    c = r.counter("x_total", "help", ("a",))
+    c.inc('quo"te\\back\nline')
+    assert parse_exposition(r.expose())["x_total"] == [({"a": 'quo"te\\back\nline'}, 1.0)]
+    with pytest.raises(ValueError):
+        c.inc("1", "2")
+    with pytest.raises(ValueError):
+        c.inc(amount=-1, a="x")
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    r = Registry()
+    h = r.histogram("lat_seconds", "help", [0.1, 0.2, 0.4])
+    for v in (0.05, 0.15, 0.15, 0.3, 5.0):
+        h.observe(v)
+    s = parse_exposition(r.expose())
+    assert histogram_quantile(0.5, s, "lat_seconds") == pytest.approx(0.1 + 0.1 * (2.5 - 1) / 2)
+    assert histogram_quantile(0.99, s, "lat_seconds") == 0.4  # in +Inf: the highest finite bound
+    assert math.isnan(histogram_quantile(0.5, s, "absent"))
+    assert format_value(3.0) == "3" and format_value(0.25) == "0.25" and format_value(math.inf) == "+Inf"
+
+
+def test_request_observer_maps_verbs_to_methods() -> None:
+    m = SchedulerMetrics()
+    m.observe_request("h:1", "create", "pods/binding", "OK", 0.01)
+    m.observe_request("h:1", "update", "pods/status", "ABORTED", 0.02)
+    m.observe_request("h:1", "watch", "pods", "OK", 300.0)
+    s = parse_exposition(m.expose())
+    assert sample_sum(s, "rest_client_requests_total", method="POST", resource="pods/binding", code="OK") == 1
+    assert sample_sum(s, "rest_client_requests_total", method="PUT", code="ABORTED") == 1
+    assert sample_sum(s, "rest_client_request_duration_seconds_count") == 2  # not the watch
+
+
+# ---------------------------------------------------------------- health server
+
+
+async def test_health_endpoints() -> None:
+    ready = {"ok": False}
+    async with HealthServer(
+        "127.0.0.1:0",
+        healthz={"loop": lambda: (True, "ok")},
+        readyz={"sync": lambda: (ready["ok"], "not yet")},
+        metrics=lambda: "m 1\n",
+    ) as server:
+        assert await http_get(server.address, "/healthz") == (200, "ok")
+        assert await http_get(server.address, "/livez") == (200, "ok")
+        status, body = await http_get(server.address, "/readyz")
+        assert status == 500
+        assert body == "[+]ping ok\n[-]sync failed: reason withheld\nreadyz check failed\n"
+        ready["ok"] = True
+        assert await http_get(server.address, "/readyz") == (200, "ok")
+        status, body = await http_get(server.address, "/readyz?verbose")
+        assert status == 200 and "[+]sync ok" in body
+        assert await http_get(server.address, "/readyz/sync") == (200, "ok")
+        assert (await http_get(server.address, "/readyz/nope"))[0] == 404
+        assert await http_get(server.address, "/metrics") == (200, "m 1\n")
+        assert (await http_get(server.address, "/other"))[0] == 404
+        host, port = server.address.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"POST /healthz HTTP/1.1\r\n\r\n")
+        assert (await reader.read()).startswith(b"HTTP/1.1 405")
+        writer.close()
+
+
+# ---------------------------------------------------------------- PodScheduled condition
+
+
+def test_condition_written_only_when_it_changes() -> None:
+    status = pb.PodStatus()
+    assert update_pod_condition(status, unschedulable("0/3 nodes are available: 3 Insufficient cpu."), "t1")
+    (cond,) = status.conditions
+    assert (cond.type, cond.status, cond.reason, cond.last_transition_time) == (
+        "PodScheduled", "False", "Unschedulable", "t1",
+    )  # fmt: skip
+    assert not update_pod_condition(
+        status, unschedulable("0/3 nodes are available: 3 Insufficient cpu."), "t2"
+    )
+    # Another message: written, but the status did not change, so neither does the transition time.
+    assert update_pod_condition(status, unschedulable("0/4 nodes are available: 4 Insufficient cpu."), "t3")
+    assert status.conditions[0].last_transition_time == "t1"
+    status.conditions[0].status = "True"
+    assert update_pod_condition(status, unschedulable("x"), "t4")
+    assert status.conditions[0].last_transition_time == "t4"
+
+
+# ---------------------------------------------------------------- events
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.stored: dict[str, pb.Event] = {}
+        self.creates = 0
+        self.updates = 0
+
+    async def create(self, ev: pb.Event, *, fence: Any = None) -> pb.Event:
+        self.creates += 1
+        out = pb.Event()
+        out.CopyFrom(ev)
+        out.metadata.resource_version = str(self.creates + self.updates)
+        self.stored[ev.metadata.name] = out
+        return out
+
+    async def update(self, ev: pb.Event, *, fence: Any = None) -> pb.Event:
+        if ev.metadata.name not in self.stored:
+            raise NotFoundError(f'events "{ev.metadata.name}" not found')
+        self.updates += 1
+        out = pb.Event()
+        out.CopyFrom(ev)
+        self.stored[ev.metadata.name] = out
+        return out
+
+
+class FakeClientset:
+    def __init__(self) -> None:
+        self.events = FakeEvents()
+
+
+async def test_repeated_events_are_aggregated_into_a_count() -> None:
+    cs = FakeClientset()
+    rec = EventRecorder(cs, instance="s1", writers=2)  # type: ignore[arg-type]
+    pod = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="ns", uid="u1", resource_version="7"))
+    runner = asyncio.create_task(rec.run())
+    try:
+        for _ in range(3):
+            rec.eventf(pod, WARNING, "FailedScheduling", "Scheduling", "0/1 nodes are available: x.",
+                       component="default-scheduler")  # fmt: skip
+        rec.eventf(
+            pod, WARNING, "FailedScheduling", "Scheduling", "another message", component="default-scheduler"
+        )
+        await asyncio.wait_for(rec.wait_idle(), 5)
+        events = sorted(cs.events.stored.values(), key=lambda e: e.message)
+        assert [(e.message, e.count) for e in events] == [
+            ("0/1 nodes are available: x.", 3),
+            ("another message", 1),
+        ]
+        ev = events[0]
+        assert ev.metadata.name.startswith("p.") and ev.metadata.namespace == "ns"
+        assert (ev.involved_object.kind, ev.involved_object.uid, ev.involved_object.resource_version) == (
+            "Pod", "u1", "7",
+        )  # fmt: skip
+        assert ev.source.component == "default-scheduler" and ev.reporting_instance == "s1"
+        assert ev.type == "Warning" and ev.action == "Scheduling" and ev.event_time
+        # The stored event vanished: the next repeat creates a fresh one.
+        cs.events.stored.clear()
+        rec.eventf(pod, WARNING, "FailedScheduling", "Scheduling", "0/1 nodes are available: x.",
+                   component="default-scheduler")  # fmt: skip
+        await asyncio.wait_for(rec.wait_idle(), 5)
+        assert [e.count for e in cs.events.stored.values()] == [1]
+    finally:
+        runner.cancel()
+
+
+def test_event_queue_drops_when_full() -> None:
+    rec = EventRecorder(FakeClientset(), max_queued=2)  # type: ignore[arg-type]
+    pod = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="ns"))
+    for i in range(5):
+        rec.eventf(pod, WARNING, "R", "A", f"m{i}", component="c")
+    assert rec.dropped == 3
+    assert truncate_message("x" * 2000).endswith(" ...") and len(truncate_message("x" * 2000)) == 1024
+
+
+# ---------------------------------------------------------------- event handlers
+
+
+def node(name: str, **labels: str) -> pb.Node:
+    n = pb.Node(metadata=pb.ObjectMeta(name=name, labels=labels))
+    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "10"})
+    return n
+
+
+def test_node_update_events_as_upstream() -> None:
+    old = node("n", a="1")
+    new = pb.Node()
+    new.CopyFrom(old)
+    assert node_scheduling_properties_change(new, old) == []
+    new.status.allocatable["cpu"] = "4000m"  # the same quantity: no change
+    assert node_scheduling_properties_change(new, old) == []
+    new.status.allocatable["cpu"] = "8"
+    new.metadata.labels["b"] = "2"
+    new.spec.taints.add(key="k", effect="NoSchedule")
+    new.status.conditions.add(type="Ready", status="True")
+    new.metadata.annotations["x"] = "y"
+    actions = [e.action for e in node_scheduling_properties_change(new, old)]
+    assert actions == [
+        ActionType.UPDATE_NODE_ALLOCATABLE,
+        ActionType.UPDATE_NODE_LABEL,
+        ActionType.UPDATE_NODE_TAINT,
+        ActionType.UPDATE_NODE_CONDITION,
+        ActionType.UPDATE_NODE_ANNOTATION,
+    ]
+    cordoned = pb.Node()
+    cordoned.CopyFrom(old)
+    cordoned.spec.unschedulable = True
+    assert node_scheduling_properties_change(cordoned, old) == []  # less schedulable: nothing to retry
+    assert [e.action for e in node_scheduling_properties_change(old, cordoned)] == [
+        ActionType.UPDATE_NODE_TAINT
+    ]
+
+
+def pod(name: str, node_name: str = "", scheduler: str = "default-scheduler", rv: str = "1") -> pb.Pod:
+    p = pb.Pod(metadata=pb.ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}", resource_version=rv))
+    p.spec.containers.add(name="c").resources.requests.update({"cpu": "1"})
+    p.spec.node_name = node_name
+    p.spec.scheduler_name = scheduler
+    return p
+
+
+@pytest.fixture
+def handlers() -> EventHandlers:
+    queue = PriorityQueue(PrioritySort().less)
+    return EventHandlers(cache=Cache(), queue=queue, profiles={"default-scheduler"})
+
+
+def test_unassigned_pods_of_our_profiles_go_to_the_queue(handlers: EventHandlers) -> None:
+    handlers.add_node(node("n1"))
+    handlers.add_pod(pod("mine"))
+    handlers.add_pod(pod("theirs", scheduler="other-scheduler"))
+    handlers.add_pod(pod("bound", node_name="n1", scheduler="other-scheduler"))
+    assert [p.metadata.name for p in handlers.queue.pods_in_active_q()] == ["mine"]
+    assert [(i.pod.metadata.name, n) for i, n, _ in handlers.cache.pods()] == [("bound", "n1")]
+    # The same object again (a resync) does not touch the queue; a real update does.
+    handlers.update_pod(pod("mine"), pod("mine"))
+    handlers.update_pod(pod("mine"), pod("mine", rv="2"))
+    assert handlers.queue.pods_in_active_q()[0].metadata.resource_version == "2"
+    handlers.delete_pod(pod("mine", rv="2"))
+    assert handlers.queue.pods_in_active_q() == []
+
+
+def test_the_binding_moves_a_pod_from_the_queue_to_the_cache(handlers: EventHandlers) -> None:
+    handlers.add_node(node("n1"))
+    handlers.add_pod(pod("p"))
+    qpi = handlers.queue.try_pop()
+    assert qpi is not None
+    handlers.cache.assume_pod(qpi.pod_info, "n1")
+    # Updates of a pod whose binding is in flight are ignored ...
+    handlers.update_pod(pod("p"), pod("p", rv="2"))
+    assert handlers.queue.pods_in_active_q() == []
+    # ... and the bound pod confirms the assumed one.
+    handlers.update_pod(pod("p", rv="2"), pod("p", node_name="n1", rv="3"))
+    assert not handlers.cache.is_assumed_pod(qpi.pod)
+    assert handlers.cache.pod_count() == 1
+    handlers.queue.done(qpi.pod_info.uid_key)
+    assert sum(handlers.queue.pending_pods().values()) == 0
+    handlers.delete_pod(pod("p", node_name="n1", rv="4"))
+    assert handlers.cache.pod_count() == 0
+
+
+def test_deleting_an_assumed_pod_frees_its_resources_at_once(handlers: EventHandlers) -> None:
+    handlers.add_node(node("n1"))
+    handlers.add_pod(pod("p"))
+    qpi = handlers.queue.try_pop()
+    assert qpi is not None
+    handlers.cache.assume_pod(qpi.pod_info, "n1")
+    assert handlers.cache.node_info("n1").requested.milli_cpu == 1000  # type: ignore[union-attr]
+    going = pod("p", rv="2")
+    going.metadata.deletion_timestamp = "2026-01-01T00:00:00Z"
+    handlers.update_pod(pod("p"), going)
+    assert handlers.cache.pod_count() == 0
+    assert handlers.cache.node_info("n1").requested.milli_cpu == 0  # type: ignore[union-attr]
+
+
+def test_a_stale_deleted_object_still_cleans_the_cache(handlers: EventHandlers) -> None:
+    handlers.add_node(node("n1"))
+    handlers.add_pod(pod("p", node_name="n1"))
+    # A relist found the pod gone; the last state it knows is from before the binding.
+    handlers.delete_pod(pod("p"))
+    assert handlers.cache.pod_count() == 0
+    handlers.delete_node(node("n1"))
+    assert handlers.cache.node_count() == 0
+
+
+def test_pod_info_of_a_confirmed_pod_is_derived_once(handlers: EventHandlers) -> None:
+    handlers.add_node(node("n1"))
+    info = PodInfo(pod("p"))
+    assert info.requests == {"cpu": 1000}
+    handlers.cache.assume_pod(info, "n1")
+    handlers.add_pod(pod("p", node_name="n1", rv="2"))
+    got = handlers.cache.get_pod(info.pod)
+    assert got is not None and got[0].requests is info.requests
