@@ -1,0 +1,1 @@
+"""Starting and controlling the processes of a local cluster: etcd, the API server, schedulers."""
