@@ -139,6 +139,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="interval of BOOKMARK events to watchers that allow them (default: %(default)s)",
     )
+    fence = p.add_argument_group("fencing and audit")
+    fence.add_argument(
+        "--fencing",
+        choices=("on", "off"),
+        default="on",
+        help="check the fence token a write carries against its Lease in the write's etcd transaction; "
+        "off ignores tokens (and --require-fence-for), to demonstrate what fencing prevents "
+        "(default: %(default)s)",
+    )
+    fence.add_argument(
+        "--require-fence-for",
+        action="append",
+        default=[],
+        metavar="USER",
+        help="refuse (FAILED_PRECONDITION) this user's writes that carry no fence token, except its "
+        "Lease writes; repeatable, e.g. system:kube-scheduler",
+    )
+    fence.add_argument(
+        "--audit-log",
+        type=Path,
+        metavar="PATH",
+        help="append one JSON line (kse.audit.AuditRecord) per write request to PATH, before answering",
+    )
     p.add_argument(
         "--log-level",
         default="info",
@@ -197,6 +220,9 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         bookmark_interval=args.bookmark_interval,
         watch_send_timeout=args.watch_send_timeout,
         max_connection_age=args.max_connection_age,
+        fencing=args.fencing == "on",
+        require_fence_for=tuple(dict.fromkeys(u for u in args.require_fence_for if u)),
+        audit_log=args.audit_log,
     )
 
 

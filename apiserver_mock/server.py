@@ -21,8 +21,10 @@ import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from apiserver_mock.audit import AuditLog
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.auth.authz import Authorizer
+from apiserver_mock.fencing import Fencer
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
 from apiserver_mock.storage import Store
@@ -52,6 +54,12 @@ class ServerConfig:
     bookmark_interval: float = 1.0
     watch_send_timeout: float = 30.0
     max_connection_age: float = 300.0
+    # Leader fencing (apiserver_mock.fencing): check writes' fence tokens; users whose writes
+    # (other than Lease writes) must carry one.
+    fencing: bool = True
+    require_fence_for: tuple[str, ...] = ()
+    # Append one kse.audit.AuditRecord JSON line per write request here (apiserver_mock.audit).
+    audit_log: Path | None = None
     extra_options: list[tuple[str, Any]] = field(default_factory=list)
 
 
@@ -94,6 +102,7 @@ class APIServer:
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._service: ResourcesService | None = None
+        self.audit: AuditLog | None = None
 
     @property
     def address(self) -> str:
@@ -128,8 +137,14 @@ class APIServer:
             )
         for cache in self.caches.values():
             self._tasks.append(asyncio.create_task(cache.run(), name=f"watchcache-{cache.kind.resource}"))
-        registry = Registry(Store(self.etcd), self.caches, Authorizer(), prefix)
-        self._service = ResourcesService(registry, Authenticator(), send_timeout=cfg.watch_send_timeout)
+        store = Store(self.etcd)
+        fencer = Fencer(self.caches["lease"], store, enabled=cfg.fencing, require_for=cfg.require_fence_for)
+        registry = Registry(store, self.caches, Authorizer(), prefix, fencer)
+        if cfg.audit_log is not None:
+            self.audit = AuditLog(cfg.audit_log)
+        self._service = ResourcesService(
+            registry, Authenticator(), send_timeout=cfg.watch_send_timeout, audit=self.audit
+        )
 
         age_ms = int(cfg.max_connection_age * 1000)
         grace_ms = int(min(CONNECTION_AGE_GRACE_S, cfg.max_connection_age) * 1000)
@@ -167,6 +182,9 @@ class APIServer:
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
         log.info("serving on %s (etcd %s, prefix %s)", self.address, ",".join(cfg.etcd_endpoints), cfg.prefix)
+        required = ", ".join(cfg.require_fence_for) or "nobody"
+        fencing = f"on (required for {required})" if cfg.fencing else "OFF (fence tokens are ignored)"
+        log.info("fencing %s; audit log %s", fencing, cfg.audit_log or "off")
 
     async def _wait_caches(self) -> None:
         await asyncio.gather(*(c.ready.wait() for c in self.caches.values()))
@@ -194,6 +212,9 @@ class APIServer:
         if self.server is not None:
             await self.server.stop(grace)
             self.server = None
+        if self.audit is not None:  # after the server: in-flight writes have recorded themselves
+            self.audit.close()
+            self.audit = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -5,6 +5,9 @@ methods are registered with a pass-through response serializer (`handlers()`), n
 generated `add_ResourcesServicer_to_server`. Every unary response carries the trailing metadata
 `x-kse-revision`. No exception escapes as a traceback: API errors map to their status codes, etcd
 trouble to UNAVAILABLE / OUT_OF_RANGE, anything else is logged and answered with INTERNAL.
+
+With an audit log, every write RPC's record is appended before its answer (or error) is sent; a
+write that was applied but whose record cannot be written is answered INTERNAL, saying so.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, TypeAlias
 import grpc
 import grpc.aio
 
+from apiserver_mock.audit import WRITE_METHODS, AuditLog, record_for
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.errors import APIError
 from apiserver_mock.registry import Registry
@@ -59,10 +63,32 @@ def error_status(e: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__} (see the API server log)"
 
 
+CANCELLED_WRITE = "the call was cancelled during the write; it may or may not have been applied"
+
+
+def _record_refusal(
+    audit: AuditLog, name: str, ident: Identity | None, request: Any, code: grpc.StatusCode, message: str
+) -> None:
+    """Record a write that was not acknowledged; a failure to do so is logged, not raised (the
+    client gets the original error either way)."""
+    try:
+        audit.write(record_for(name, ident, request, code, message))
+    except Exception as e:
+        log.error("audit log write failed for a refused %s (%s): %s", name, code.name, e)
+
+
 class ResourcesService:
-    def __init__(self, registry: Registry, authn: Authenticator, *, send_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        authn: Authenticator,
+        *,
+        send_timeout: float = 30.0,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.registry = registry
         self.send_timeout = send_timeout
+        self.audit = audit
         self.reads = Reads(registry)
         self.authn = authn
         # Set once every watch cache has loaded; calls arriving earlier wait for it.
@@ -98,18 +124,36 @@ class ResourcesService:
         authn = self.authn
         method = f"{SERVICE}/{name}"
         ready = self.ready
+        audit = self.audit if name in WRITE_METHODS else None
 
         async def handler(request: Any, context: Context) -> bytes:
+            ident: Identity | None = None
+            called = False
             try:
                 if not ready.is_set():
                     await ready.wait()
+                called = True
                 ident = authn.identify(context)
                 data, rev = await verb(ident, request)
             except asyncio.CancelledError:
+                if audit is not None and called:
+                    _record_refusal(audit, name, ident, request, grpc.StatusCode.CANCELLED, CANCELLED_WRITE)
                 raise
             except Exception as e:
                 code, message = error_status(e, method)
+                if audit is not None:
+                    _record_refusal(audit, name, ident, request, code, message)
                 await context.abort(code, message)
+            if audit is not None:
+                try:
+                    audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
+                except Exception as e:
+                    log.error("%s: audit log write failed after the write was applied: %s", method, e)
+                    await context.abort(
+                        grpc.StatusCode.INTERNAL,
+                        f"the write was applied at revision {rev} but its audit record could not be "
+                        f"written ({e}); re-read the object",
+                    )
             context.set_trailing_metadata(((REVISION_TRAILER, str(rev)),))
             return data
 

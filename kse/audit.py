@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +53,28 @@ class AuditRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data["groups"] = list(self.groups)
-        return json.dumps({k: v for k, v in data.items() if v not in (None, "", {}, [])}, sort_keys=True)
+        """One line of JSON, keys sorted, empty fields (None, "", {}, []) left out.
+
+        Built field by field rather than with `dataclasses.asdict`, whose deep copy made this the
+        largest cost of an audited write in the API server (about 2.5x slower); same output."""
+        data: dict[str, Any] = {}
+        for name in _RECORD_FIELDS:
+            value = getattr(self, name)
+            if name == "groups":
+                value = list(value)
+            elif name == "fence" and value is not None:
+                value = {f: getattr(value, f) for f in _FENCE_FIELDS}
+            if value not in (None, "", {}, []):
+                data[name] = value
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, line: str) -> AuditRecord:
         data = json.loads(line)
+        # to_json leaves out empty strings, including required ones: a cluster-scoped object's
+        # namespace, a refused request's user. Absent means "".
+        for name in _REQUIRED_TEXT:
+            data.setdefault(name, "")
         fence = data.pop("fence", None)
         groups = tuple(data.pop("groups", ()))
         known = set(cls.__dataclass_fields__)
@@ -67,6 +82,11 @@ class AuditRecord:
         if extra:
             data.setdefault("extra", {}).update(extra)
         return cls(fence=AuditFence(**fence) if fence else None, groups=groups, **data)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(AuditRecord))
+_FENCE_FIELDS = tuple(f.name for f in fields(AuditFence))
+_REQUIRED_TEXT = ("user", "verb", "resource", "namespace", "name", "code")
 
 
 def read_audit_log(path: Path) -> Iterator[AuditRecord]:

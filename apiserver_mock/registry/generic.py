@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError, Message
 from apiserver_mock import errors, wire
 from apiserver_mock.auth.authz import Authorizer, ObjectCheck
 from apiserver_mock.errors import Conflict, FencedOff, Invalid, NotFound
-from apiserver_mock.fencing import Guard, guard_for, violated
+from apiserver_mock.fencing import Fencer, Guard, violated
 from apiserver_mock.registry.strategy import STRATEGIES, Strategy
 from apiserver_mock.storage import Store, WriteResult
 from apiserver_mock.validation import validate_binding, validate_object, validate_update
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 # Attempts of an unconditional update / delete against concurrent writers before giving up.
 MAX_CAS_ATTEMPTS = 16
+LEASE_CHURN = "the fencing lease kept changing during the write; please try again"
 POD = BY_FIELD["pod"]
 
 
@@ -65,11 +66,19 @@ def parse_rv(text: str, what: str = "resourceVersion") -> int:
 
 
 class Registry:
-    def __init__(self, store: Store, caches: dict[str, WatchCache], authz: Authorizer, prefix: bytes) -> None:
+    def __init__(
+        self,
+        store: Store,
+        caches: dict[str, WatchCache],
+        authz: Authorizer,
+        prefix: bytes,
+        fencer: Fencer | None = None,
+    ) -> None:
         self.store = store
         self.caches = caches
         self.authz = authz
         self.prefix = prefix
+        self.fencer = fencer or Fencer(caches["lease"], store)
 
     # ------------------------------------------------------------------ helpers
 
@@ -128,8 +137,11 @@ class Registry:
     def list_all(self, kind: Kind) -> list[Message]:
         return [o.message for o in self.cache(kind).objects.values()]
 
-    def guard(self, fence: pb.FenceToken | None) -> Guard:
-        return guard_for(fence if fence is not None and fence.ByteSize() else None, self.prefix)
+    async def guard(
+        self, ident: Identity, fence: pb.FenceToken | None, kind: Kind, subresource: str, name: str
+    ) -> Guard:
+        """The fence guard of a write (FencedOff at once when the token does not hold now)."""
+        return await self.fencer.guard(ident, fence, kind, subresource, name)
 
     @staticmethod
     def check_guard(guard: Guard, res: WriteResult) -> None:
@@ -171,12 +183,14 @@ class Registry:
         await strategy.admit_create(msg, self.lookup, self.list_all)
         value = msg.SerializeToString()
         cache = self.cache(kind)
+        guard = await self.guard(ident, req.fence, kind, "", meta.name)
         if req.dry_run:
             return wire.object_wire(kind, value), cache.revision
-        guard = self.guard(req.fence)
         res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard)
         if not res.succeeded:
             self.check_guard(guard, res)
+            if res.current is None:  # only the fence's Lease moved, MAX_LEASE_RENEWALS times
+                raise errors.conflict(kind, meta.name, LEASE_CHURN)
             raise errors.already_exists(kind, meta.name)
         return wire.object_wire(kind, value, res.revision), res.revision
 
@@ -199,7 +213,7 @@ class Registry:
             self._raise_invalid(kind, meta.name, _required("metadata.name"))
         want_rv = parse_rv(meta.resource_version) if meta.resource_version else None
         key = self.cache(kind).key(ns, meta.name)
-        guard = self.guard(req.fence)
+        guard = await self.guard(ident, req.fence, kind, sub, meta.name)
         base = await self._base(kind, key, want_rv)
         for _ in range(MAX_CAS_ATTEMPTS):
             if base is None:
@@ -217,6 +231,7 @@ class Registry:
             if res.succeeded:
                 return wire.object_wire(kind, value, res.revision), res.revision
             self.check_guard(guard, res)
+            guard = res.guard
             base = self._from(kind, res.current)
         raise errors.conflict(kind, meta.name, errors.MODIFIED)
 
@@ -236,12 +251,18 @@ class Registry:
         ns = self.namespace_for(kind, req.namespace)
         check = self.authz.authorize(ident, "delete", kind, "", ns, req.name)
         want_rv = parse_rv(req.resource_version) if req.resource_version else None
-        return await self._delete(kind, ns, req.name, check, want_rv, req.uid, req.fence)
+        if not req.name:
+            raise Invalid("name is required")
+        guard = await self.guard(ident, req.fence, kind, "", req.name)
+        return await self._delete(kind, ns, req.name, check, want_rv, req.uid, guard)
 
     async def evict(self, ident: Identity, req: pb.EvictRequest) -> tuple[bytes, int]:
         ns = self.namespace_for(POD, req.namespace)
         check = self.authz.authorize(ident, "create", POD, "eviction", ns, req.name)
-        return await self._delete(POD, ns, req.name, check, None, "", req.fence)
+        if not req.name:
+            raise Invalid("name is required")
+        guard = await self.guard(ident, req.fence, POD, "eviction", req.name)
+        return await self._delete(POD, ns, req.name, check, None, "", guard)
 
     async def _delete(
         self,
@@ -251,12 +272,9 @@ class Registry:
         check: ObjectCheck | None,
         want_rv: int | None,
         want_uid: str,
-        fence: pb.FenceToken | None,
+        guard: Guard,
     ) -> tuple[bytes, int]:
-        if not name:
-            raise Invalid("name is required")
         key = self.cache(kind).key(ns, name)
-        guard = self.guard(fence)
         base = await self._base(kind, key, want_rv)
         for _ in range(MAX_CAS_ATTEMPTS):
             if base is None:
@@ -270,6 +288,7 @@ class Registry:
             if res.succeeded:
                 return wire.object_wire(kind, base.value, res.revision), res.revision
             self.check_guard(guard, res)
+            guard = res.guard
             base = self._from(kind, res.current)
         raise errors.conflict(kind, name, errors.MODIFIED)
 
@@ -295,7 +314,7 @@ class Registry:
             raise Invalid(f'Binding "{name}" is invalid: {body}')
         want_rv = parse_rv(bmeta.resource_version) if bmeta.resource_version else None
         key = self.cache(POD).key(ns, name)
-        guard = self.guard(req.fence)
+        guard = await self.guard(ident, req.fence, POD, "binding", name)
         cached = self.cache(POD).get(key)
         current: tuple[bytes, int] | None
         from_cache = cached is not None
@@ -322,6 +341,7 @@ class Registry:
             if res.succeeded:
                 return wire.object_wire(POD, new_value, res.revision), res.revision
             self.check_guard(guard, res)
+            guard = res.guard
             current = (res.current.value, res.current.mod_revision) if res.current is not None else None
             from_cache = False
         raise errors.conflict(POD, name, errors.MODIFIED)

@@ -248,7 +248,8 @@ async def test_node_a(world: ApiServer):
             ("update other node", update(a, "nodes", "node-b"), DENIED),
             ("update other node status", update(a, "nodes", "node-b", status=True), DENIED),
             ("create other node", create(make_node("node-z")), DENIED),
-            ("delete own node", delete("nodes", "node-a"), DENIED),
+            ("delete other node", delete("nodes", "node-b"), DENIED),
+            ("delete own node", delete("nodes", "node-a"), OK),
             ("update other pod status", update(a, "pods", "on-b", "default", status=True), DENIED),
             ("update unbound pod status", update(a, "pods", "unbound", "default", status=True), DENIED),
             ("delete other pod", delete("pods", "del-b", "default"), DENIED),
@@ -304,8 +305,8 @@ async def test_nodesim_acts_for_any_node(world: ApiServer):
             ("delete unbound pod", delete("pods", "unbound", "default"), DENIED),
             ("create pod", create(make_pod("x")), DENIED),
             ("bind", bind("unbound"), DENIED),
-            ("delete node", delete("nodes", "node-a"), DENIED),
             ("update scheduler lease", update(a, "leases", "kube-scheduler", "kube-system"), DENIED),
+            ("delete any node", delete("nodes", "node-a"), OK),
         ],
     )
 

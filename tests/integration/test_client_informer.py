@@ -338,7 +338,7 @@ async def test_fenced_write_raises_fenced_error(admin: Clientset) -> None:
         assert e.code == grpc.StatusCode.FAILED_PRECONDITION
         assert e.message
     else:
-        pytest.skip("the API server does not enforce fence tokens yet (apiserver_mock/fencing.py)")
+        pytest.fail("the API server accepted a bind with a stale fence token")
     good = pb.FenceToken(lease_namespace="kube-system", lease_name="kube-scheduler",
                          holder_identity="someone-else", lease_transitions=3)
     assert (await admin.pods.bind(binding, fence=good)).spec.node_name == "node-1"

@@ -78,6 +78,37 @@ def test_pki_dir_fills_in_paths(pki):
     assert cfg.prefix == "/x"
 
 
+def test_fencing_and_audit_flags(pki, tmp_path: Path):
+    parser = cli.build_parser()
+    base = ["--etcd-endpoints", "http://127.0.0.1:1", "--pki-dir", str(pki.dir)]
+    cfg = cli.config_from_args(parser, parser.parse_args(base))
+    assert cfg.fencing is True and cfg.require_fence_for == () and cfg.audit_log is None
+    args = parser.parse_args(
+        [
+            *base,
+            "--fencing",
+            "off",
+            "--require-fence-for",
+            "system:kube-scheduler",
+            "--require-fence-for",
+            "kse:other",
+            "--require-fence-for",
+            "system:kube-scheduler",
+            "--audit-log",
+            str(tmp_path / "audit.jsonl"),
+        ]
+    )
+    cfg = cli.config_from_args(parser, args)
+    assert cfg.fencing is False
+    assert cfg.require_fence_for == ("system:kube-scheduler", "kse:other")
+    assert cfg.audit_log == tmp_path / "audit.jsonl"
+
+
+def test_fencing_flag_takes_on_or_off(capsys):
+    code, err = run_main(["--etcd-endpoints", "http://x:1", "--fencing", "maybe"], capsys)
+    assert code == 2 and "invalid choice" in err
+
+
 def test_client_address():
     assert cli.client_address("0.0.0.0:1234") == "127.0.0.1:1234"
     assert cli.client_address("127.0.0.1:5") == "127.0.0.1:5"
