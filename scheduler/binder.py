@@ -9,7 +9,12 @@ a pod that is bound.
 
 Every bind carries the leader's fence token when there is one: `fence` is a callable returning
 the token of the current lease term (leader election fills it in; None = unfenced). The API server
-checks it in the same etcd transaction as the write.
+checks it in the same etcd transaction as the write. A bind it refuses as fenced
+(FAILED_PRECONDITION, `FencedError`) proves that the term is over: `on_fenced(token)` is called at
+once, before the error propagates, so the scheduler stops leading; such a bind is never retried.
+Before sending, `is_leader()` (the elector's own-clock check, when set) must still hold, as
+client-go asks of a leader before it acts: a replica that was paused past its renew deadline does
+not even try (`NotLeaderError`). Fencing is what makes a late bind harmless; this only spares it.
 
 The framework turns a failed bind into an Error status (the exception text); the exception
 itself is kept here per pod UID (`take_error`) because the scheduler needs its *type*: a conflict
@@ -21,9 +26,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kse.client.clientset import Clientset
+from kse.client.errors import FencedError
 from proto import kse_pb2 as pb
 
 FenceSource = Callable[[], pb.FenceToken | None]
+LeaderCheck = Callable[[], bool]
+# Called with the token of a write the API server refused as fenced (the term that token names is over).
+FencedHook = Callable[[pb.FenceToken], None]
+
+
+class NotLeaderError(Exception):
+    """The bind was not sent: by its own clock this replica no longer leads."""
 
 
 def new_binding(pod: pb.Pod, node_name: str) -> pb.Binding:
@@ -41,9 +54,18 @@ def new_binding(pod: pb.Pod, node_name: str) -> pb.Binding:
 class Binder:
     """`await binder(pod, node)` posts the binding; a callable, as `Framework(binder=...)` takes."""
 
-    def __init__(self, clientset: Clientset, fence: FenceSource | None = None) -> None:
+    def __init__(
+        self,
+        clientset: Clientset,
+        fence: FenceSource | None = None,
+        *,
+        on_fenced: FencedHook | None = None,
+        is_leader: LeaderCheck | None = None,
+    ) -> None:
         self._cs = clientset
         self._fence = fence
+        self.on_fenced = on_fenced
+        self.is_leader = is_leader
         self._errors: dict[str, BaseException] = {}
         self.binds = 0
         self.failures = 0
@@ -58,10 +80,16 @@ class Binder:
         """Bind and return the bound pod; raises the client's typed error on failure."""
         token = self._fence() if self._fence is not None else None
         try:
+            if self.is_leader is not None and not self.is_leader():
+                raise NotLeaderError(
+                    f"not binding pod {pod.metadata.namespace}/{pod.metadata.name}: no longer the leader"
+                )
             bound = await self._cs.pods.bind(new_binding(pod, node_name), fence=token)
         except Exception as e:
             self.failures += 1
             self._errors[_uid(pod)] = e
+            if isinstance(e, FencedError) and token is not None and self.on_fenced is not None:
+                self.on_fenced(token)
             raise
         self.binds += 1
         return bound

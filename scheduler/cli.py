@@ -1,40 +1,85 @@
 """`kse scheduler`: run one kube-scheduler replica until SIGTERM / SIGINT.
 
 Flags follow kube-scheduler's (``cmd/kube-scheduler/app/options``) where kse has the concept:
-``--config``, ``--kube-api-qps``, ``--kube-api-burst``, ``--leader-elect``; the connection to the
-API server is a kse connection file (``--connection-file``, alias ``--kubeconfig``) or its parts
-(``--server --ca --cert --key``). As upstream, an explicitly given ``--kube-api-qps`` /
-``--kube-api-burst`` / ``--leader-elect`` wins over the configuration file's clientConnection /
-leaderElection, which wins over the defaults (50, 100, true).
+``--config``, ``--kube-api-qps``, ``--kube-api-burst``, ``--leader-elect`` and the
+``--leader-elect-*`` flags; the connection to the API server is a kse connection file
+(``--connection-file``, alias ``--kubeconfig``) or its parts (``--server --ca --cert --key``). As
+upstream (``ApplyLeaderElectionTo``), an explicitly given ``--kube-api-qps`` / ``--kube-api-burst`` /
+``--leader-elect*`` flag wins over the configuration file's clientConnection / leaderElection,
+which wins over the defaults (50, 100; leader election on, lease ``kube-system/kube-scheduler``,
+15 s / 10 s / 2 s).
 
-Leader election is the next piece of work: ``--leader-elect=true`` (also the default, as
-upstream's) is refused with exit code 2 and a message saying to pass ``--leader-elect=false``.
+Leader election (``--leader-elect``, the default). Every replica starts its informers at once and
+keeps them warm; once they have synced it stands for election (as upstream, which waits for the
+caches before it runs the elector). Only the holder of the Lease schedules (``Scheduler.lead``),
+and every write it makes carries the term's fence token. The elector has a clientset and a gRPC
+connection of its own, so renewals never queue behind binds for rate-limiter tokens or on a busy
+connection. kse adds:
+
+* ``--leader-elect-strategy watch|poll``: standbys watch the Lease and act the moment it is
+  released or expires (``watch``, the default), or poll it as client-go does (``poll``);
+* ``--on-lost-lease exit|standby``: a leader that loses its lease (or learns from a fenced write
+  that another replica leads) stops scheduling at once and then exits with status 1, as
+  kube-scheduler does (``exit``, the default), or forgets the term's state and goes back to standby
+  (``standby``).
+
+SIGTERM / SIGINT: a leader stops popping pods, lets its binding cycles in flight finish and its
+queued writes go out (at most ``HANDOVER_GRACE_S``), then releases the Lease so a standby takes over
+at once; then everything stops. ``/healthz`` has a ``leaderElection`` check (failing when the
+leader has not renewed for leaseDuration + 20 s, as kube-scheduler), ``/metrics`` has
+``leader_election_master_status{name="kube-scheduler"}``.
+
+Testing aid (hidden from ``--help``): ``--clock-skew OFFSET[,RATE]`` (e.g. ``+5s,1.02``,
+``--clock-skew=-2s``, ``0,0.98``) runs this replica on a clock that is ``OFFSET`` off and runs at
+``RATE``: the leader election clock (a ``SkewedClock``: expiry, renew deadline, the times written
+into the Lease) and the scheduler's clock source read it. The chaos scenarios use it to show that
+safety does not rest on clocks.
 
 Exit codes: 0 after a clean stop, 1 when it cannot start (bad configuration, unreadable
-certificates, port taken), 2 for bad flags.
+certificates, port taken), when the lease was lost (``--on-lost-lease=exit``) or the scheduler
+failed, 2 for bad flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
+import math
 import os
 import signal
-import socket
 import sys
 import tempfile
-import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kse.config import ConfigError as ConnectionConfigError
 from kse.config import ConnectionFile
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
+from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
 from scheduler.cache.cache import DEFAULT_ASSUMED_POD_TTL
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT
+from scheduler.leaderelection import (
+    Clock,
+    LeaderElectionConfig,
+    LeaderElectionConfigError,
+    RealClock,
+    SkewedClock,
+    Strategy,
+    default_identity,
+)
 from scheduler.scheduler import DEFAULT_MAX_BINDS_IN_FLIGHT
+
+if TYPE_CHECKING:
+    from kse.client.clientset import Clientset
+    from proto import kse_pb2 as pb
+    from scheduler.leaderelection import LeaderElector
+    from scheduler.metrics import SchedulerMetrics
+    from scheduler.scheduler import Scheduler
+    from scheduler.server import Check
 
 log = logging.getLogger("scheduler")
 
@@ -42,6 +87,14 @@ DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
 DEFAULT_METRICS_ADDRESS = "127.0.0.1:10259"
 STOP_GRACE_S = 5.0
+# On SIGTERM, the most a leader waits for its binds in flight and queued writes before it releases.
+HANDOVER_GRACE_S = 2.0
+# kube-scheduler's healthz tolerance for a leader that has not renewed (leaseDuration + this).
+LEADER_ELECTION_HEALTHZ_TOLERANCE_S = 20.0
+# The `name` of leader_election_master_status (kube-scheduler's LeaderElectionConfig.Name).
+LEADER_ELECTION_NAME = "kube-scheduler"
+ON_LOST_LEASE = ("exit", "standby")
+RESOURCE_LOCKS = ("leases",)
 
 
 def _bool(text: str) -> bool:
@@ -87,6 +140,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _clock_skew(text: str) -> tuple[float, float]:
+    """OFFSET[,RATE]: a signed Go duration (or seconds) and a positive rate."""
+    offset_text, _, rate_text = text.partition(",")
+    try:
+        offset = float(offset_text)
+    except ValueError:
+        try:
+            offset = parse_duration(offset_text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected OFFSET[,RATE] such as +5s,1.02, got {text!r}"
+            ) from None
+    if not math.isfinite(offset):
+        raise argparse.ArgumentTypeError(f"a clock offset must be finite, got {offset_text!r}")
+    rate = 1.0
+    if rate_text:
+        try:
+            rate = float(rate_text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a clock rate: {rate_text!r}") from None
+        if not (rate > 0 and math.isfinite(rate)):
+            raise argparse.ArgumentTypeError(f"a clock rate must be positive, got {rate_text}")
+    return offset, rate
+
+
 def _address(text: str) -> str:
     from scheduler.server import parse_address
 
@@ -119,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     conn.add_argument(
         "--kube-api-burst", type=_positive_int, default=None, help="burst to the API server (default 100)"
     )
-    le = p.add_argument_group("leader election")
+    le = p.add_argument_group("leader election (flags win over the config file's leaderElection)")
     le.add_argument(
         "--leader-elect",
         type=_bool,
@@ -127,10 +205,70 @@ def build_parser() -> argparse.ArgumentParser:
         const=True,
         default=None,
         metavar="BOOL",
-        help="run leader election before scheduling (default true, as kube-scheduler; "
-        "not implemented yet: pass --leader-elect=false)",
+        help="elect a leader among the replicas before scheduling; only the Lease holder schedules "
+        "(default true, as kube-scheduler)",
     )
-    le.add_argument("--identity", default="", help="this replica's name (default: hostname_uuid)")
+    le.add_argument(
+        "--leader-elect-lease-duration",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="how long a standby waits, from when it last saw the Lease change, before it may take "
+        "it over (default 15s)",
+    )
+    le.add_argument(
+        "--leader-elect-renew-deadline",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="how long the leader keeps trying to renew before it stops leading; must be less than "
+        "the lease duration (default 10s)",
+    )
+    le.add_argument(
+        "--leader-elect-retry-period",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="the wait between attempts to acquire and renew (default 2s)",
+    )
+    le.add_argument(
+        "--leader-elect-resource-lock",
+        choices=RESOURCE_LOCKS,
+        default=None,
+        help="the kind of lock object (only leases, as kube-scheduler since 1.20)",
+    )
+    le.add_argument(
+        "--leader-elect-resource-name",
+        default=None,
+        metavar="NAME",
+        help="the Lease (default kube-scheduler)",
+    )
+    le.add_argument(
+        "--leader-elect-resource-namespace",
+        default=None,
+        metavar="NAMESPACE",
+        help="the Lease's namespace (default kube-system)",
+    )
+    le.add_argument(
+        "--leader-elect-strategy",
+        choices=[s.value for s in Strategy],
+        default=Strategy.WATCH.value,
+        help="kse: how standbys follow the Lease: watch it and act the moment it is released or "
+        "expires, or poll it as client-go does (default %(default)s)",
+    )
+    le.add_argument(
+        "--on-lost-lease",
+        choices=ON_LOST_LEASE,
+        default="exit",
+        help="kse: what a leader does once it has lost its lease (it stops scheduling at once): "
+        "exit with status 1, as kube-scheduler, or go back to standby (default %(default)s)",
+    )
+    le.add_argument(
+        "--identity",
+        default="",
+        help="this replica's name in the election (default: <hostname>_<uuid>, new at every start)",
+    )
+    le.add_argument("--clock-skew", type=_clock_skew, default=None, help=argparse.SUPPRESS)
     sch = p.add_argument_group("scheduling")
     sch.add_argument(
         "--permit-wait-timeout",
@@ -206,6 +344,69 @@ def resolve_leader_elect(args: argparse.Namespace, cfg: KubeSchedulerConfigurati
     return True if le is None else bool(le)
 
 
+def resolve_leader_election(
+    args: argparse.Namespace, cfg: KubeSchedulerConfiguration
+) -> LeaderElectionConfiguration:
+    """The configuration file's leaderElection with every explicitly given --leader-elect* flag
+    applied over it (upstream ApplyLeaderElectionTo); the file is not changed."""
+    le = dataclasses.replace(cfg.leader_election)
+    le.leader_elect = resolve_leader_elect(args, cfg)
+    for flag, attr in (
+        ("leader_elect_lease_duration", "lease_duration"),
+        ("leader_elect_renew_deadline", "renew_deadline"),
+        ("leader_elect_retry_period", "retry_period"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            setattr(le, attr, Duration(value))
+    for flag, attr in (
+        ("leader_elect_resource_lock", "resource_lock"),
+        ("leader_elect_resource_name", "resource_name"),
+        ("leader_elect_resource_namespace", "resource_namespace"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            setattr(le, attr, value)
+    return le
+
+
+def leader_election_config(
+    args: argparse.Namespace, cfg: KubeSchedulerConfiguration, identity: str
+) -> LeaderElectionConfig:
+    """The elector's configuration from flags over the file; LeaderElectionConfigError lists
+    every problem (each naming the flag and the configuration field)."""
+    le = resolve_leader_election(args, cfg)
+    errors: list[str] = []
+    for flag, value in (
+        ("--leader-elect-resource-name", args.leader_elect_resource_name),
+        ("--leader-elect-resource-namespace", args.leader_elect_resource_namespace),
+    ):
+        if value is not None and not value:
+            errors.append(f"{flag} must not be empty")
+    if le.resource_lock and le.resource_lock not in RESOURCE_LOCKS:
+        errors.append(
+            f'--leader-elect-resource-lock (resourceLock) must be "leases", got {le.resource_lock!r}'
+        )
+    config = LeaderElectionConfig.from_component_config(
+        le, identity=identity, strategy=args.leader_elect_strategy
+    )
+    try:
+        config.validate()
+    except LeaderElectionConfigError as e:
+        errors += e.errors
+    if errors:
+        raise LeaderElectionConfigError(errors)
+    return config
+
+
+def election_clock(args: argparse.Namespace) -> Clock:
+    """The clock of leader election and the scheduler: the real one, or skewed (--clock-skew)."""
+    if args.clock_skew is None:
+        return RealClock()
+    offset, rate = args.clock_skew
+    return SkewedClock(RealClock(), offset=offset, rate=rate)
+
+
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -219,8 +420,15 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 async def serve(
-    args: argparse.Namespace, cfg: KubeSchedulerConfiguration, conn: ConnectionFile, identity: str
+    args: argparse.Namespace,
+    cfg: KubeSchedulerConfiguration,
+    conn: ConnectionFile,
+    identity: str,
+    election: LeaderElectionConfig | None = None,
 ) -> int:
+    """Run the replica until a signal (or, with leader election, a lost lease); the exit code."""
+    import grpc.aio
+
     from kse.client.channel import secure_channel
     from kse.client.clientset import Clientset
     from kse.client.ratelimit import TokenBucketRateLimiter
@@ -236,8 +444,9 @@ async def serve(
     qps, burst = resolve_client_limits(args, cfg)
     metrics = SchedulerMetrics()
     host = conn.server
+    clock = election_clock(args)
 
-    def clientset(user_agent: str) -> Clientset:
+    def clientset(channel: grpc.aio.Channel, user_agent: str) -> Clientset:
         limiter = TokenBucketRateLimiter(qps, burst, on_wait=lambda s: metrics.observe_rate_limiter(host, s))
         cs = Clientset(channel, rate_limiter=limiter, user_agent=user_agent)
         cs.metrics.observers.append(
@@ -246,21 +455,36 @@ async def serve(
         return cs
 
     channel = secure_channel(conn)
+    # Leader election's own connection (a local subchannel pool: grpc would otherwise share one TCP
+    # connection between channels to the same server), so renewals never wait behind the binds' and
+    # watches' traffic.
+    le_channel = None
+    if election is not None:
+        le_channel = secure_channel(conn, options=[("grpc.use_local_subchannel_pool", 1)])
     try:
-        # As upstream: events go through a client of their own, so they never take the tokens
-        # the binds need.
-        cs = clientset(f"kse-scheduler/{identity}")
-        event_cs = clientset(f"kse-scheduler/{identity}/events")
+        # As upstream: events and leader election go through clients of their own, so they never
+        # take the tokens the binds need (nor the binds theirs).
+        cs = clientset(channel, f"kse-scheduler/{identity}")
+        event_cs = clientset(channel, f"kse-scheduler/{identity}/events")
         options = SchedulerOptions(
             identity=identity,
             assumed_pod_ttl=args.assumed_pod_ttl,
             permit_wait_timeout=args.permit_wait_timeout,
             max_binds_in_flight=args.max_binds_in_flight,
         )
-        sched = Scheduler(cfg, cs, event_clientset=event_cs, options=options, metrics=metrics)
+        sched = Scheduler(
+            cfg, cs, event_clientset=event_cs, options=options, metrics=metrics, clock=clock.now
+        )
+        healthz: dict[str, Check] = {"scheduler-loop": sched.healthy}
+        elector: LeaderElector | None = None
+        if election is not None:
+            assert le_channel is not None
+            le_cs = clientset(le_channel, f"kse-scheduler/{identity}/leader-election")
+            elector = new_elector(election, le_cs, sched, metrics, clock)
+            healthz["leaderElection"] = leader_election_check(elector)
         async with HealthServer(
             args.metrics_bind_address,
-            healthz={"scheduler-loop": sched.healthy},
+            healthz=healthz,
             readyz={"sched-handler-sync": sched.ready},
             metrics=metrics.expose,
         ) as server:
@@ -269,36 +493,177 @@ async def serve(
                     args.ready_file, json.dumps({"metrics": server.address, "pid": os.getpid()}) + "\n"
                 )
             log.info(
-                "scheduler %s starting: API server %s, profiles %s, qps %g burst %d",
+                "scheduler %s starting: API server %s, profiles %s, qps %g burst %d, %s",
                 identity,
                 conn.server,
                 sorted(sched.profiles),
                 qps,
                 burst,
+                "leader election off"
+                if election is None
+                else f"leader election on lease {election.describe()} ({election.strategy} strategy, "
+                f"lease {election.lease_duration:g}s, renew {election.renew_deadline:g}s, "
+                f"retry {election.retry_period:g}s, on lost lease: {args.on_lost_lease})",
             )
-            run = asyncio.create_task(sched.run(), name="scheduler")
-            stopping = asyncio.create_task(stop.wait(), name="stop-signal")
-            done, _ = await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if stopping in done:
-                log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
-                sched.stop()
-                try:
-                    async with asyncio.timeout(STOP_GRACE_S):
-                        await asyncio.shield(run)
-                except TimeoutError:
-                    run.cancel()
-                await asyncio.wait({run})
+            if elector is None:
+                code = await run_alone(sched, stop)
             else:
-                stopping.cancel()
-            if not run.cancelled() and run.exception() is not None:
-                log.error("scheduler failed: %r", run.exception())
-                return 1
+                standby = args.on_lost_lease == "standby"
+                try:
+                    code = await run_elected(sched, elector, stop, standby_on_lost_lease=standby)
+                except* Exception as eg:
+                    for e in eg.exceptions:
+                        log.error("scheduler failed: %r", e, exc_info=e)
+                    code = 1
     finally:
         await channel.close(grace=None)
+        if le_channel is not None:
+            await le_channel.close(grace=None)
         if args.ready_file is not None:
             args.ready_file.unlink(missing_ok=True)
-    log.info("stopped")
+    log.info("stopped (exit code %d)", code)
+    return code
+
+
+def new_elector(
+    config: LeaderElectionConfig,
+    clientset: Clientset,
+    sched: Scheduler,
+    metrics: SchedulerMetrics,
+    clock: Clock,
+) -> LeaderElector:
+    """The replica's elector, wired to the scheduler: a term runs `sched.lead(term)` and its end
+    calls `sched.stop_leading()` first; writes carry the term's fence token; a write refused as
+    fenced ends the term at once. Transitions are logged and exported."""
+    from scheduler.leaderelection import ClientsetLeaseClient, LeaderCallbacks, LeaderElector, LeaderTerm
+
+    elector: LeaderElector
+
+    def started(term: LeaderTerm) -> Awaitable[None]:
+        metrics.set_leader(True)
+        log.info(
+            "became leader: identity %s, lease %s, leaseTransitions %d (acquired at revision %d)",
+            term.identity,
+            config.describe(),
+            term.lease_transitions,
+            term.acquired_revision,
+        )
+        return sched.lead(term)
+
+    def stopped() -> None:
+        sched.stop_leading()  # first: not one more pod popped
+        metrics.set_leader(False)
+        term = elector.last_term
+        log.warning(
+            "stopped leading: identity %s, lease %s, leaseTransitions %s: %s",
+            config.identity,
+            config.describe(),
+            term.lease_transitions if term is not None else "?",
+            term.end_reason if term is not None else "",
+        )
+
+    elector = LeaderElector(
+        config,
+        ClientsetLeaseClient(clientset),
+        LeaderCallbacks(on_started_leading=started, on_stopped_leading=stopped),
+        clock=clock,
+    )
+    metrics.enable_leader_election(LEADER_ELECTION_NAME)
+
+    def fenced(token: pb.FenceToken) -> None:
+        elector.step_down("a write was refused as fenced: another replica holds the lease", fence=token)
+
+    sched.set_fence(elector.fence_token)  # before anything can write
+    sched.set_leader_check(elector.is_leader)
+    sched.on_fenced = fenced
+    return elector
+
+
+def leader_election_check(elector: LeaderElector) -> Check:
+    def check() -> tuple[bool, str]:
+        problem = elector.check(LEADER_ELECTION_HEALTHZ_TOLERANCE_S)
+        return (problem is None, problem or "ok")
+
+    return check
+
+
+async def run_alone(sched: Scheduler, stop: asyncio.Event) -> int:
+    """Without leader election: schedule from the start until a signal."""
+    run = asyncio.create_task(sched.run(), name="scheduler")
+    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
+    done, _ = await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if stopping in done:
+        log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
+        sched.stop()
+        try:
+            async with asyncio.timeout(STOP_GRACE_S):
+                await asyncio.shield(run)
+        except TimeoutError:
+            run.cancel()
+        await asyncio.wait({run})
+    else:
+        stopping.cancel()
+    if not run.cancelled() and run.exception() is not None:
+        log.error("scheduler failed: %r", run.exception())
+        return 1
     return 0
+
+
+async def run_elected(
+    sched: Scheduler, elector: LeaderElector, stop: asyncio.Event, *, standby_on_lost_lease: bool
+) -> int:
+    """With leader election: the scheduler's informers (every replica, from the start) and the
+    elector (once they have synced) side by side, until a signal (exit 0) or, unless
+    `standby_on_lost_lease`, the end of a term (the lease was lost: exit 1). A crash of either
+    ends both (cancelling the elector releases a held lease) and is raised."""
+
+    async def elect() -> None:
+        await sched.synced.wait()  # as upstream: stand for election with warm caches only
+        if stop.is_set():
+            return
+        await elector.run(rejoin=standby_on_lost_lease)
+
+    async with asyncio.TaskGroup() as tg:
+        sched_task = tg.create_task(sched.run(leader_elected=True), name="scheduler")
+        elect_task = tg.create_task(elect(), name="leader-election")
+        stopping = tg.create_task(stop.wait(), name="stop-signal")
+        done, _ = await asyncio.wait({sched_task, elect_task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        if stopping in done:
+            log.info("signal received; stopping")
+            if not sched.synced.is_set():
+                elect_task.cancel()  # still waiting for the informers: the elector never started
+            elif elector.is_leader():
+                # Hand over: finish what is in flight while the lease is still ours, then release.
+                await sched.finish_leading(HANDOVER_GRACE_S)
+            elector.stop()  # ends the term (stop_leading, lead cancelled) and releases the lease
+            await _wait(elect_task, elector.config.renew_deadline + STOP_GRACE_S)
+        elif elect_task in done:
+            # elector.run() returned by itself: the term ended (a crash would have been raised).
+            stopping.cancel()
+            last = elector.last_term
+            log.error(
+                "leaderelection lost: %s; exiting (--on-lost-lease=exit)",
+                last.end_reason if last is not None else "the term ended",
+            )
+            code = 1
+        else:  # the scheduler returned by itself (it does not, short of stop()): stop electing too
+            stopping.cancel()
+            elector.stop()
+            await _wait(elect_task, elector.config.renew_deadline + STOP_GRACE_S)
+        sched.stop()
+        await _wait(sched_task, STOP_GRACE_S)
+    return code
+
+
+async def _wait(task: asyncio.Task[None], grace: float) -> None:
+    """Wait for `task` to finish by itself for `grace` seconds, then cancel it and wait."""
+    if not task.done():
+        await asyncio.wait({task}, timeout=grace)
+    if not task.done():
+        log.warning("%s did not stop within %.0fs; cancelling it", task.get_name(), grace)
+        task.cancel()
+        await asyncio.wait({task})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -318,17 +683,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:
         print(f"kse scheduler: cannot read --config: {e}", file=sys.stderr)
         return 1
+    identity = args.identity or default_identity()
+    election: LeaderElectionConfig | None = None
     if resolve_leader_elect(args, cfg):
-        print(
-            "kse scheduler: leader election is not implemented yet; run a single replica with "
-            "--leader-elect=false",
-            file=sys.stderr,
-        )
-        return 2
+        try:
+            election = leader_election_config(args, cfg, identity)
+        except LeaderElectionConfigError as e:
+            print("kse scheduler: invalid leader election configuration:", file=sys.stderr)
+            for err in e.errors:
+                print(f"  {err}", file=sys.stderr)
+            return 1
     conn = connection_from_args(parser, args)
-    identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
     try:
-        return asyncio.run(serve(args, cfg, conn, identity))
+        return asyncio.run(serve(args, cfg, conn, identity, election))
     except OSError as e:
         log.error("cannot start: %s", e)
         return 1

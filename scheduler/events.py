@@ -17,6 +17,11 @@ What upstream does, and what this keeps:
   ones (eventTime, action, reportingController/Instance), since upstream's scheduler records
   through events/v1 and ``kubectl describe`` reads either.
 
+Fencing: an event carries the fence token current when it was *recorded* (the term under which
+the scheduler decided), not when it is written, so an event of an ended term can never go out under
+the next one; the API server refuses it once the lease moved on. ``discard_pending`` drops what is
+still queued when a term ends. A write refused as fenced calls ``on_fenced(token)``.
+
 Not modelled: client-go's spam filter (a token bucket per object, 25 events then one per 5 min)
 and the "combined from similar events" aggregation of messages that differ; the scheduler's
 messages for one pod rarely differ.
@@ -32,10 +37,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kse.client.clientset import Clientset
-from kse.client.errors import ApiError, ConflictError, NotFoundError
+from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.objects.timeutil import format_micro_time, format_time
 from proto import kse_pb2 as pb
-from scheduler.binder import FenceSource
+from scheduler.binder import FencedHook, FenceSource
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +88,7 @@ class _Pending:
     pod_resource_version: str
     action: str
     at: float
+    fence: pb.FenceToken | None = None
 
 
 class EventRecorder:
@@ -99,6 +105,7 @@ class EventRecorder:
         writers: int = 4,
         cache_size: int = AGGREGATION_CACHE_SIZE,
         fence: FenceSource | None = None,
+        on_fenced: FencedHook | None = None,
     ) -> None:
         self._cs = clientset
         self._instance = instance
@@ -109,12 +116,15 @@ class EventRecorder:
         self._cache: OrderedDict[_Key, pb.Event] = OrderedDict()
         self._cache_size = cache_size
         self._fence = fence
+        self.on_fenced = on_fenced
         self._idle = asyncio.Event()
         self._idle.set()
         self.dropped = 0
         self.created = 0
         self.updated = 0
         self.failed = 0
+        self.fenced = 0
+        self.discarded = 0
 
     def set_fence(self, fence: FenceSource | None) -> None:
         self._fence = fence
@@ -132,9 +142,24 @@ class EventRecorder:
         key = _Key(meta.namespace, meta.name, meta.uid, event_type, reason, message, component)
         self._queued += 1
         self._idle.clear()
+        fence = self._fence() if self._fence is not None else None
         self._queues[hash(key) % len(self._queues)].put_nowait(
-            _Pending(key, meta.resource_version, action, self._clock())
+            _Pending(key, meta.resource_version, action, self._clock(), fence)
         )
+
+    def discard_pending(self) -> int:
+        """Drop every event still queued (a term ended: what it decided is no longer ours to
+        report); events being written finish. Returns how many were dropped."""
+        n = 0
+        for q in self._queues:
+            while not q.empty():
+                q.get_nowait()
+                n += 1
+        self._queued -= n
+        self.discarded += n
+        if self._queued == 0:
+            self._idle.set()
+        return n
 
     async def run(self) -> None:
         """The writers, until cancelled."""
@@ -164,8 +189,18 @@ class EventRecorder:
                     self._idle.set()
 
     async def _write(self, item: _Pending) -> None:
+        try:
+            await self._write_fenced(item)
+        except FencedError as e:
+            self.fenced += 1
+            key = item.key
+            log.info("event %s of %s/%s refused: %s", key.reason, key.namespace, key.name, e.message)
+            if item.fence is not None and self.on_fenced is not None:
+                self.on_fenced(item.fence)
+
+    async def _write_fenced(self, item: _Pending) -> None:
         key = item.key
-        fence = self._fence() if self._fence is not None else None
+        fence = item.fence
         seen = self._cache.get(key)
         if seen is not None:
             update = pb.Event()
@@ -176,6 +211,8 @@ class EventRecorder:
                 stored = await self._cs.events.update(update, fence=fence)
             except (NotFoundError, ConflictError):
                 self._cache.pop(key, None)  # deleted or changed by someone else: start afresh
+            except FencedError:
+                raise
             except ApiError as e:
                 self.failed += 1
                 log.warning("updating event %s of %s/%s: %s", key.reason, key.namespace, key.name, e.message)
@@ -187,6 +224,8 @@ class EventRecorder:
         event = self._new_event(item)
         try:
             stored = await self._cs.events.create(event, fence=fence)
+        except FencedError:
+            raise
         except ApiError as e:
             self.failed += 1
             log.warning("creating event %s of %s/%s: %s", key.reason, key.namespace, key.name, e.message)

@@ -360,6 +360,28 @@ class SchedulerMetrics:
             ("host",),
         )
 
+        # component-base/metrics/prometheus/clientgo/leaderelection; registered with leader election.
+        self.leader_election_master_status: Gauge | None = None
+        self._leader_election_name = ""
+
+    def enable_leader_election(self, name: str) -> None:
+        """Export `leader_election_master_status{name}` (0 until `set_leader(True)`), as a
+        kube-scheduler with --leader-elect does; `name` is the elector's (upstream: "kube-scheduler")."""
+        if self.leader_election_master_status is None:
+            self.leader_election_master_status = self.registry.gauge(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+                "1 indicates master. 'name' is the string used to identify the lease. Please make sure "
+                "to group by name.",
+                ("name",),
+            )
+        self._leader_election_name = name
+        self.leader_election_master_status.set(0, name)
+
+    def set_leader(self, leading: bool) -> None:
+        if self.leader_election_master_status is not None:
+            self.leader_election_master_status.set(1 if leading else 0, self._leader_election_name)
+
     # -- recording helpers (upstream metric_recorder.go names)
 
     def pod_scheduled(self, profile: str, duration: float) -> None:

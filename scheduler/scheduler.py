@@ -28,7 +28,30 @@ A bind the API server refuses because the pod is already bound, was deleted or w
 informer to reach the revision of that answer, so the failure handling sees the truth and drops
 the pod instead of requeueing it.
 
-Every replica keeps warm informers from the start (leader election, next, only gates the loop).
+Leader election (``scheduler.leaderelection``) gates only the loop. Every replica keeps warm
+informers, cache and queue from the start (``run(leader_elected=True)``); the elector calls
+``lead(term)`` when a term begins and ``stop_leading()`` the moment it ends, then cancels ``lead``.
+
+* Catching up. Before its first pop a new leader waits for its pod informer to reach the revision
+  at which it acquired the lease (``LeaderTerm.acquired_revision``). Fencing makes every write of the
+  previous leader commit before that revision (a write commits only while the Lease is unchanged
+  since the fence was checked, and the acquisition changed it), so the new leader never schedules
+  on a view that misses one of its predecessor's binds: no pod bound twice (the bind's own
+  precondition covers that), and no node over-committed by two leaders' decisions.
+* Stopping. ``stop_leading()`` is synchronous: the loop pops nothing more, at once, and the binding
+  cycles in flight are cancelled; a bind that already left is covered by fencing. The loop also
+  checks ``is_leader()`` (the elector's own-clock check) after each pop and the binder before each
+  bind, so a leader woken from a pause past its renew deadline sends nothing even before the
+  elector has noticed; fencing is what makes a late write harmless, this only spares it. When ``lead``
+  ends, the term's state is forgotten: assumed pods (their binds' outcome is the informer's to
+  tell), pods in flight or waiting at Permit (requeued), and events and conditions not yet written.
+  A replica that goes back to standby is a clean standby.
+* Fenced writes. Every write (bind, pod status, event) carries the token of the term under which it
+  was decided. A write the API server refuses as fenced (FAILED_PRECONDITION) proves the term is
+  over: the scheduler stops leading at once, tells ``on_fenced`` (the elector's ``step_down``),
+  and never retries it.
+* Handing over. ``finish_leading(grace)`` is the graceful end before a release: nothing more is
+  popped, but the binding cycles in flight finish and the queued writes go out.
 """
 
 from __future__ import annotations
@@ -42,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kse.client.clientset import Clientset
-from kse.client.errors import ApiError, ConflictError, NotFoundError
+from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.client.informer import Informer, InformerFactory
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
@@ -56,7 +79,7 @@ from scheduler.algorithm import (
     schedule_pod,
 )
 from scheduler.apis.config import KubeSchedulerConfiguration
-from scheduler.binder import Binder, FenceSource
+from scheduler.binder import Binder, FencedHook, FenceSource, LeaderCheck, NotLeaderError
 from scheduler.cache.cache import CLEANUP_ASSUMED_PERIOD, DEFAULT_ASSUMED_POD_TTL, Cache, CacheError
 from scheduler.eventhandlers import POD_FIELD_SELECTOR, EventHandlers
 from scheduler.events import (
@@ -75,6 +98,7 @@ from scheduler.framework.interface import PluginFactory
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
 from scheduler.framework.types import Code, PodInfo, QueuedPodInfo, Status
+from scheduler.leaderelection import LeaderTerm
 from scheduler.metrics import SchedulerMetrics, attempts_label
 from scheduler.profile import new_profiles
 from scheduler.queue.scheduling_queue import (
@@ -95,6 +119,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BINDS_IN_FLIGHT = 64
 # How long a refused bind waits for the informer to catch up with the refusal's revision.
 BIND_CONFLICT_SYNC_TIMEOUT = 5.0
+# A new leader still catching up with the lease's revision says so this often.
+CATCH_UP_WARN_AFTER = 5.0
 _REJECTED = (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
 
 
@@ -171,6 +197,7 @@ class Scheduler:
         options: SchedulerOptions | None = None,
         metrics: SchedulerMetrics | None = None,
         fence: FenceSource | None = None,
+        on_fenced: FencedHook | None = None,
         clock: Callable[[], float] = time.monotonic,
         registry: Mapping[str, PluginFactory] | None = None,
     ) -> None:
@@ -180,7 +207,10 @@ class Scheduler:
         self._clock = clock
         self.cache = Cache(ttl=opts.assumed_pod_ttl, clock=clock)
         self.snapshot = Snapshot()
-        self.binder = Binder(clientset, fence)
+        # Told when a write is refused as fenced (after the scheduler stopped leading by itself).
+        self.on_fenced = on_fenced
+        self.is_leader: LeaderCheck | None = None
+        self.binder = Binder(clientset, fence, on_fenced=self._write_fenced)
         self.profiles: dict[str, Framework] = new_profiles(
             cfg,
             registry=registry,
@@ -214,16 +244,29 @@ class Scheduler:
         )
         self.handlers.register(self.pod_informer, self.node_informer)
 
-        self.recorder = EventRecorder(event_clientset or clientset, instance=opts.identity, fence=fence)
-        self.status = PodStatusUpdater(clientset, lookup=self._lookup_pod, fence=fence)
+        self.recorder = EventRecorder(
+            event_clientset or clientset, instance=opts.identity, fence=fence, on_fenced=self._write_fenced
+        )
+        self.status = PodStatusUpdater(
+            clientset, lookup=self._lookup_pod, fence=fence, on_fenced=self._write_fenced
+        )
+        self._fence = fence
         self.metrics.watch_queue(self.queue)
         self.metrics.watch_cache(self.cache)
 
         self._bind_slots = asyncio.Semaphore(max(1, opts.max_binds_in_flight))
         self._bindings: asyncio.TaskGroup | None = None
+        self._binding_tasks: set[asyncio.Task[None]] = set()
         self._binds_in_flight = 0
         self.synced = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._leader_elected = False
+        # The current lead(): its task, the loop task, and whether the term is over / draining.
+        self._lead_task: asyncio.Task[Any] | None = None
+        self._popper: asyncio.Task[None] | None = None
+        self._term_over = False
+        self._draining = False
+        self.terms = 0
         self.loop_running = False
         self.loop_error: BaseException | None = None
         self.attempts = 0
@@ -231,14 +274,25 @@ class Scheduler:
     # ================================================================ lifetime
 
     def set_fence(self, fence: FenceSource | None) -> None:
-        """The fence token source of every write (leader election sets it per lease term)."""
+        """The fence token source of every write (leader election: the elector's `fence_token`)."""
+        self._fence = fence
         self.binder.set_fence(fence)
         self.recorder.set_fence(fence)
         self.status.set_fence(fence)
 
-    async def run(self) -> None:
-        """Informers first (the cache and queue fill up), then the loop. Returns after `stop()`
-        once in-flight binding cycles are done; cancelling it cancels everything."""
+    def set_leader_check(self, is_leader: LeaderCheck | None) -> None:
+        """Checked before every pop and every bind (leader election: the elector's `is_leader`,
+        which reads our own clock): once it fails, the term is over for the scheduler."""
+        self.is_leader = is_leader
+        self.binder.is_leader = is_leader
+
+    async def run(self, *, leader_elected: bool = False) -> None:
+        """What every replica runs, leader or not: informers (the cache and queue fill up), event
+        and status writers, queue flushes, assumed-pod expiry. Without leader election the loop
+        (`lead()`) starts once the informers have synced; with it (`leader_elected`), the elector
+        runs `lead(term)` for each term. Returns after `stop()` once in-flight binding cycles are
+        done; cancelling it cancels everything."""
+        self._leader_elected = leader_elected
         async with asyncio.TaskGroup() as tg:
             background = [
                 tg.create_task(self.informers.run(), name="informers"),
@@ -267,7 +321,10 @@ class Scheduler:
                 tg.create_task(self._cleanup_assumed_pods(), name="assumed-pod-expiry"),
             ]
             try:
-                await self._schedule_loop()
+                if leader_elected:
+                    await self._stopping.wait()
+                else:
+                    await self.lead()
             finally:
                 # Let the writes of the last attempts out before the writers stop.
                 with contextlib.suppress(TimeoutError):
@@ -280,23 +337,198 @@ class Scheduler:
     def stop(self) -> None:
         """Stop popping pods; `run()` returns once the binding cycles in flight are done."""
         self._stopping.set()
+        self._draining = True
+        if self._popper is not None:
+            self._popper.cancel()
         self.queue.close()
 
-    async def _schedule_loop(self) -> None:
-        self.loop_running = True
+    @property
+    def leading(self) -> bool:
+        """True while `lead()` runs a term that has not ended (catching up or scheduling)."""
+        return self._lead_task is not None and not self._term_over
+
+    async def lead(self, term: LeaderTerm | None = None) -> None:
+        """Schedule for one term of leadership (`on_started_leading`; see the module doc), or,
+        with no term, until `stop()` (no leader election).
+
+        Waits for the informers to sync and (with a term) for the pod informer to reach the
+        revision the lease was acquired at, then runs the loop until the term ends
+        (`stop_leading()`, or the elector cancels this), then forgets the term's state. A loop
+        drained by `finish_leading` or `stop()` does not end the term: `lead` then waits to be
+        cancelled with it (an elected loop returning early would leave the lease held by a
+        replica that does not schedule).
+        A crash of the loop is raised (the elector then gives up the lease)."""
+        if self._lead_task is not None:
+            raise RuntimeError("the scheduler is already leading")
+        self._lead_task = asyncio.current_task()
+        self._term_over = False
+        self.terms += 1
         try:
-            async with asyncio.TaskGroup() as bindings:
-                self._bindings = bindings
-                while await self.schedule_one():
-                    pass
-        except BaseException as e:
-            if not isinstance(e, asyncio.CancelledError):
-                self.loop_error = e
-                log.exception("the scheduling loop crashed")
-            raise
+            await self.synced.wait()
+            if term is not None:
+                await self._catch_up(term)
+            if not (self._term_over or self._draining):
+                try:
+                    async with asyncio.TaskGroup() as bindings:
+                        self._bindings = bindings
+                        self.loop_running = True
+                        self._popper = bindings.create_task(self._pop_loop(), name="scheduling-loop")
+                except BaseExceptionGroup:
+                    if self.loop_error is not None:
+                        raise self.loop_error from None
+                    raise
+            if term is not None and not self._term_over:
+                await asyncio.get_running_loop().create_future()  # until the term ends
         finally:
             self._bindings = None
+            self._popper = None
             self.loop_running = False
+            self._term_over = True
+            self._end_of_term(discard_writes=term is not None)
+            self._lead_task = None
+
+    async def _catch_up(self, term: LeaderTerm) -> None:
+        """Wait for the pod informer to reach the revision the term's lease was acquired at: then
+        it has delivered every bind (and status write) of the previous leader, all of which
+        committed before that revision (see the module doc). Nodes are not waited for: no leader
+        writes them, so a node view older than the predecessor's is ordinary informer lag. On an
+        idle cluster this costs up to a bookmark interval or two (the informer advances with events
+        and bookmarks only); it is never cut short: safety over liveness."""
+        target = term.acquired_revision
+        if target <= 0:
+            return
+        t0 = self._clock()
+        waiting = asyncio.ensure_future(self.pod_informer.wait_for_revision(target))
+        try:
+            while not waiting.done():
+                done, _ = await asyncio.wait({waiting}, timeout=CATCH_UP_WARN_AFTER)
+                if not done:
+                    log.warning(
+                        "leading, but the pod informer is still at revision %s, behind the lease's %d "
+                        "(%.0fs): not scheduling yet",
+                        self.pod_informer.last_synced_resource_version,
+                        target,
+                        self._clock() - t0,
+                    )
+            waiting.result()
+        finally:
+            waiting.cancel()
+        log.info(
+            "leading (leaseTransitions %d): pod informer caught up with revision %d in %.3fs",
+            term.lease_transitions,
+            target,
+            self._clock() - t0,
+        )
+
+    def stop_leading(self) -> None:
+        """The term is over (the elector's `on_stopped_leading`; synchronous): pop nothing more,
+        at once, and cancel the binding cycles in flight. `lead()` then forgets the term's state."""
+        if self._lead_task is None or self._term_over:
+            return
+        self._term_over = True
+        if self._popper is not None:
+            self._popper.cancel()
+        for task in list(self._binding_tasks):
+            task.cancel()
+
+    async def finish_leading(self, grace: float) -> None:
+        """Wind the term down for a handover (before the elector releases the lease): pop nothing
+        more, let the binding cycles in flight finish and the queued events and conditions go out,
+        within `grace` seconds. What is left then is cancelled when the term ends."""
+        self._draining = True
+        if self._popper is not None:
+            self._popper.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                while self._binding_tasks:
+                    await asyncio.wait(set(self._binding_tasks))
+                await self.recorder.wait_idle()
+                await self.status.wait_idle()
+
+    def _write_fenced(self, token: pb.FenceToken) -> None:
+        """A write made under `token` was refused as fenced: if that is the current term's token,
+        the term is over; stop at once (the elector hears it through `on_fenced`)."""
+        current = self._fence() if self._fence is not None else None
+        if current != token:
+            return  # a write of an earlier term: says nothing about this one
+        if self.leading:
+            log.warning(
+                "a write under lease %s/%s (holder %s, leaseTransitions %d) was refused as fenced: "
+                "another replica leads; stopping at once",
+                token.lease_namespace,
+                token.lease_name,
+                token.holder_identity,
+                token.lease_transitions,
+            )
+        self.stop_leading()
+        if self.on_fenced is not None:
+            self.on_fenced(token)
+
+    async def _pop_loop(self) -> None:
+        try:
+            while await self.schedule_one():
+                pass
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            self.loop_error = e
+            log.exception("the scheduling loop crashed")
+            raise
+        finally:
+            self.loop_running = False
+
+    def _end_of_term(self, *, discard_writes: bool) -> None:
+        """Forget what the term left behind (every binding cycle has finished; see the module doc)."""
+        self._draining = self._stopping.is_set()
+        self._binding_tasks.clear()
+        # Cycles cancelled before they started never released their slot: start afresh.
+        self._bind_slots = asyncio.Semaphore(max(1, self.options.max_binds_in_flight))
+        self._binds_in_flight = 0
+        self.metrics.goroutines.set(0, "binding")
+        waiting = 0
+        for fwk in self.profiles.values():
+            for wp in list(fwk.waiting_pods):
+                wp.reject("", "the scheduler stopped leading")
+                fwk.waiting_pods.remove(wp.uid)
+                waiting += 1
+        for pod in self.queue.in_flight_pods():
+            self.queue.done(pod.metadata.uid)
+        forgotten: list[pb.Pod] = []
+        for info, node_name, assumed in list(self.cache.pods()):
+            if assumed:
+                try:
+                    self.cache.forget_pod(info, node_name)
+                except CacheError as e:
+                    log.error("scheduler cache ForgetPod failed: %s", e)
+                    continue
+                forgotten.append(info.pod)
+        requeued = 0 if self.queue.closed else self._requeue_missing()
+        for pod in forgotten:
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
+        dropped = 0
+        if discard_writes:
+            dropped = self.recorder.discard_pending() + self.status.discard_pending()
+        if forgotten or requeued or waiting or dropped:
+            log.info(
+                "end of term: forgot %d assumed pods, requeued %d pods, released %d waiting at Permit, "
+                "dropped %d unwritten events and conditions",
+                len(forgotten),
+                requeued,
+                waiting,
+                dropped,
+            )
+
+    def _requeue_missing(self) -> int:
+        """Queue every pending pod of ours that is in no queue (its attempt was cut short)."""
+        n = 0
+        for pod in self.pod_informer.store.list():
+            if pod.spec.node_name or not self.handlers.responsible_for(pod):
+                continue
+            if self.queue.where(f"{pod.metadata.namespace}/{pod.metadata.name}"):
+                continue
+            self.queue.add(pod)
+            n += 1
+        return n
 
     async def _cleanup_assumed_pods(self) -> None:
         """Expire assumed pods never confirmed (see scheduler.cache.cache); their resources are
@@ -315,6 +547,13 @@ class Scheduler:
         try:
             qpi = await self.queue.pop()
             if qpi is None:
+                return False
+            if self.is_leader is not None and not self.is_leader():
+                # Our own clock says the term is over (e.g. we were paused past the renew deadline)
+                # though the elector has not ended it yet: act no more. The end of the term requeues
+                # the pod just popped.
+                log.warning("no longer the leader by our own clock; stopping")
+                self.stop_leading()
                 return False
             self.attempts += 1
             handed_over = self._attempt(qpi)
@@ -354,9 +593,11 @@ class Scheduler:
         assert self._bindings is not None
         self._binds_in_flight += 1
         self.metrics.goroutines.set(self._binds_in_flight, "binding")
-        self._bindings.create_task(
+        task = self._bindings.create_task(
             self._binding_cycle(state, fwk, qpi, result.suggested_host, start), name=f"bind-{qpi.key}"
         )
+        self._binding_tasks.add(task)
+        task.add_done_callback(self._binding_tasks.discard)
         return True
 
     def _skip_pod_schedule(self, fwk: Framework, pod: pb.Pod) -> bool:
@@ -516,6 +757,14 @@ class Scheduler:
         pod = qpi.pod
         forgot = self._undo_assume(fwk, state, qpi.pod_info, host)
         err = self.binder.take_error(pod)
+        if isinstance(err, FencedError | NotLeaderError):
+            # Refused, or not sent, because the term is over: stop leading (a fenced refusal did so
+            # already); no retry, no event or condition (they would be refused too). The end of the
+            # term requeues the pod.
+            self.metrics.pod_schedule_error(fwk.profile_name, self._clock() - start)
+            self.queue.done(pod.metadata.uid)
+            self.stop_leading()
+            return
         if isinstance(err, ConflictError | NotFoundError):
             # Already bound, deleted or replaced: let the informer catch up with that answer so
             # the failure handling sees it (and does not requeue the pod).
@@ -598,10 +847,13 @@ class Scheduler:
         return self.pod_informer.store.get_by(namespace, name)
 
     def healthy(self) -> tuple[bool, str]:
-        """For /healthz: the loop runs (or has not started yet: informers still syncing)."""
+        """For /healthz: the loop has not crashed, and without leader election it runs (or has
+        not started yet: informers still syncing). A standby is healthy without a loop."""
         if self.loop_error is not None:
             return False, f"scheduling loop crashed: {self.loop_error!r}"
-        if self.synced.is_set() and not self.loop_running and not self.queue.closed:
+        if self._leader_elected:
+            return True, "ok"
+        if self.synced.is_set() and not self.loop_running and not self._draining:
             return False, "scheduling loop is not running"
         return True, "ok"
 
@@ -613,6 +865,8 @@ class Scheduler:
 
     def debug_state(self) -> dict[str, Any]:
         return {
+            "leading": self.leading,
+            "terms": self.terms,
             "attempts": self.attempts,
             "binds_in_flight": self._binds_in_flight,
             "pending": self.queue.pending_pods(),

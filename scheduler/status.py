@@ -12,6 +12,10 @@
   was computed from. On a conflict the pod is read again; if it is bound (or gone, or another
   pod under the same name) nothing is written, otherwise the condition is re-applied (a few times
   at most).
+* Fenced: a write carries the fence token current when the condition was *submitted* (the term
+  under which the scheduler decided), never a later term's; ``discard_pending`` drops what is not
+  yet written when a term ends; a write refused as fenced calls ``on_fenced(token)`` and is not
+  retried.
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kse.client.clientset import Clientset
-from kse.client.errors import ApiError, ConflictError, NotFoundError
+from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.objects.timeutil import format_time
 from proto import kse_pb2 as pb
-from scheduler.binder import FenceSource
+from scheduler.binder import FencedHook, FenceSource
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +85,16 @@ class PodStatusUpdater:
         clock: Callable[[], float] = time.time,
         concurrency: int = 16,
         fence: FenceSource | None = None,
+        on_fenced: FencedHook | None = None,
     ) -> None:
         self._cs = clientset
         self._lookup = lookup
         self._clock = clock
         self._fence = fence
+        self.on_fenced = on_fenced
         self._sem = asyncio.Semaphore(concurrency)
-        # uid -> the newest (pod, condition) not yet written; present while a writer runs.
-        self._pending: dict[str, tuple[pb.Pod, Condition] | None] = {}
+        # uid -> the newest (pod, condition, fence) not yet written; present while a writer runs.
+        self._pending: dict[str, tuple[pb.Pod, Condition, pb.FenceToken | None] | None] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._backlog: list[str] = []
         self._idle = asyncio.Event()
@@ -96,6 +102,8 @@ class PodStatusUpdater:
         self.written = 0
         self.skipped = 0
         self.failed = 0
+        self.fenced = 0
+        self.discarded = 0
 
     def set_fence(self, fence: FenceSource | None) -> None:
         self._fence = fence
@@ -104,7 +112,8 @@ class PodStatusUpdater:
         """Queue a condition write for `pod` (returns at once)."""
         uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
         running = uid in self._pending
-        self._pending[uid] = (pod, condition)
+        fence = self._fence() if self._fence is not None else None
+        self._pending[uid] = (pod, condition, fence)
         if running:
             return
         self._idle.clear()
@@ -128,6 +137,23 @@ class PodStatusUpdater:
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
+    def discard_pending(self) -> int:
+        """Drop every condition not yet being written (a term ended); writes in flight finish.
+        Returns how many were dropped."""
+        n = 0
+        for uid, item in self._pending.items():
+            if item is not None:
+                self._pending[uid] = None
+                n += 1
+        if self._backlog:  # not started yet: nothing runs for these
+            for uid in self._backlog:
+                self._pending.pop(uid, None)
+            self._backlog.clear()
+            if not self._pending:
+                self._idle.set()
+        self.discarded += n
+        return n
+
     async def _drain(self, uid: str) -> None:
         try:
             while True:
@@ -135,10 +161,20 @@ class PodStatusUpdater:
                 if item is None:
                     return
                 self._pending[uid] = None  # taken; a submit meanwhile puts a newer one here
-                pod, cond = item
+                pod, cond, fence = item
                 async with self._sem:
                     try:
-                        await self.write(pod, cond)
+                        await self.write(pod, cond, fence=fence)
+                    except FencedError as e:
+                        self.fenced += 1
+                        log.info(
+                            "PodScheduled condition of %s/%s refused: %s",
+                            pod.metadata.namespace,
+                            pod.metadata.name,
+                            e.message,
+                        )
+                        if fence is not None and self.on_fenced is not None:
+                            self.on_fenced(fence)
                     except ApiError as e:
                         self.failed += 1
                         log.warning(
@@ -152,8 +188,9 @@ class PodStatusUpdater:
             if not self._pending:
                 self._idle.set()
 
-    async def write(self, pod: pb.Pod, cond: Condition) -> bool:
-        """Write `cond` into the pod's status if it changes anything; True if written."""
+    async def write(self, pod: pb.Pod, cond: Condition, *, fence: pb.FenceToken | None = None) -> bool:
+        """Write `cond` into the pod's status if it changes anything, under `fence`; True if
+        written. FencedError if the API server refuses the token."""
         base = self._latest(pod)
         for attempt in range(MAX_CONFLICT_RETRIES + 1):
             if base is None or base.spec.node_name or base.metadata.uid != pod.metadata.uid:
@@ -165,7 +202,6 @@ class PodStatusUpdater:
             if not update_pod_condition(update.status, cond, format_time(self._clock())):
                 self.skipped += 1
                 return False
-            fence = self._fence() if self._fence is not None else None
             try:
                 await self._cs.pods.update_status(update, fence=fence)
             except NotFoundError:

@@ -217,6 +217,23 @@ class LeaderElector:
 
     # ================================================================ lifetime
 
+    def step_down(self, reason: str, *, fence: pb.FenceToken | None = None) -> bool:
+        """End the current term at once, as a lost lease ends it: not leader, `on_stopped_leading`,
+        the leading task cancelled; then, as after any term, the lease is released if it still
+        holds the term (release_on_cancel), and `run()` returns or (rejoin) goes back to standby.
+
+        For a leader that learns from elsewhere that it no longer holds the lease: a write the API
+        server refused as fenced (FAILED_PRECONDITION) proves another holder or term. With `fence`,
+        only if it is the current term's token: the refusal of a write made under an earlier term
+        says nothing about this one. True if a term ended."""
+        term = self._term
+        if term is None or term.ended:
+            return False
+        if fence is not None and fence != term.fence:
+            return False
+        self._end_term(reason)
+        return True
+
     def stop(self) -> None:
         """Stop a running `run()` gracefully: end the term (on_stopped_leading), wait for the
         leading task, release the lease if configured; `run()` then returns normally. A no-op when

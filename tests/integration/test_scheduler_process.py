@@ -474,27 +474,18 @@ async def test_scheduler_process_places_a_mixed_workload(
     assert "Traceback" not in log, log[-4000:]
 
 
-def test_scheduler_refuses_leader_election_for_now() -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kse",
-            "scheduler",
-            "--server",
-            "127.0.0.1:1",
-            "--ca",
-            "x",
-            "--cert",
-            "x",
-            "--key",
-            "x",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    assert "leader election is not implemented yet" in proc.stderr
-    assert "--leader-elect=false" in proc.stderr
+def test_scheduler_refuses_an_invalid_leader_election_configuration() -> None:
+    """Leader election is the default; an invalid configuration of it stops the process before it
+    connects anywhere, with every problem named by its flag (exit 1, as upstream)."""
+    argv = [
+        sys.executable, "-m", "kse", "scheduler",
+        "--server", "127.0.0.1:1", "--ca", "x", "--cert", "x", "--key", "x",
+        "--leader-elect-lease-duration", "5s",
+        "--leader-elect-renew-deadline", "5s",
+        "--leader-elect-retry-period", "0",
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "invalid leader election configuration" in proc.stderr
+    assert "--leader-elect-retry-period (retryPeriod) must be greater than zero" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -790,6 +790,31 @@ async def test_run_returns_after_the_term_unless_rejoining() -> None:
         assert term is not None and term.lease_transitions == 4
 
 
+async def test_step_down_ends_only_the_term_its_fence_names() -> None:
+    """A write refused as fenced ends the term at once, but only if it was made under this term:
+    a refusal of an earlier term's write says nothing about the current one."""
+    c = Cluster(Strategy.WATCH)
+    a = c.elector("a")
+    async with running(c, a, rejoin=True) as (task,):
+        await c.clock.advance(1.0)
+        assert a.is_leader()
+        first = a.fence_token()
+        # Someone else took the lease; our watch has not told us yet (we pretend it is slow).
+        assert a.step_down("a write was fenced", fence=first)
+        assert not a.is_leader() and c.rec.of("a", "stopped")
+        assert a.last_term is not None and a.last_term.end_reason == "a write was fenced"
+        assert not task.done()  # rejoin: back to standby
+        assert not a.step_down("again", fence=first)  # no term to end
+        await c.clock.advance(RETRY * 2.2)
+        assert a.is_leader()  # the lease was still ours (released, then retaken): a new term
+        second = a.fence_token()
+        assert second.lease_transitions == first.lease_transitions + 1
+        assert not a.step_down("a late refusal of the first term's write", fence=first)
+        assert a.is_leader()
+        assert a.step_down("no token: unconditional")
+        assert not a.is_leader()
+
+
 async def test_healthz_check() -> None:
     c = Cluster(Strategy.POLL)
     a = c.elector("a")

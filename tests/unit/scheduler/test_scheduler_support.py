@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kse.client.errors import NotFoundError
+from kse.client.errors import FencedError, NotFoundError
 from proto import kse_pb2 as pb
 from scheduler.cache.cache import Cache
 from scheduler.eventhandlers import EventHandlers, node_scheduling_properties_change
@@ -27,7 +27,7 @@ from scheduler.metrics import (
 )
 from scheduler.queue.scheduling_queue import PriorityQueue
 from scheduler.server import HealthServer, http_get
-from scheduler.status import unschedulable, update_pod_condition
+from scheduler.status import PodStatusUpdater, unschedulable, update_pod_condition
 
 # ---------------------------------------------------------------- metrics
 
@@ -210,6 +210,93 @@ async def test_repeated_events_are_aggregated_into_a_count() -> None:
         assert [e.count for e in cs.events.stored.values()] == [1]
     finally:
         runner.cancel()
+
+
+def token(transitions: int) -> pb.FenceToken:
+    return pb.FenceToken(
+        lease_namespace="kube-system", lease_name="kube-scheduler", holder_identity="s1",
+        lease_transitions=transitions,
+    )  # fmt: skip
+
+
+class FencingEvents(FakeEvents):
+    """Refuses every write whose token is not `current` (FAILED_PRECONDITION); records the tokens."""
+
+    def __init__(self, current: pb.FenceToken) -> None:
+        super().__init__()
+        self.current = current
+        self.tokens: list[pb.FenceToken | None] = []
+
+    async def create(self, ev: pb.Event, *, fence: Any = None) -> pb.Event:
+        self.tokens.append(fence)
+        if fence != self.current:
+            raise FencedError(f'events "{ev.metadata.name}": lease kube-system/kube-scheduler moved on')
+        return await super().create(ev, fence=fence)
+
+
+async def test_events_carry_the_token_they_were_recorded_under_and_report_a_refusal() -> None:
+    cs = FakeClientset()
+    cs.events = events = FencingEvents(current=token(2))
+    now = token(1)
+    fenced: list[pb.FenceToken] = []
+    rec = EventRecorder(cs, writers=1, fence=lambda: now, on_fenced=fenced.append)  # type: ignore[arg-type]
+    pod = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="ns", uid="u1"))
+    rec.eventf(pod, WARNING, "FailedScheduling", "Scheduling", "decided in term 1", component="c")
+    now = token(2)  # the next term began before the writer ran: the event keeps term 1's token
+    rec.eventf(pod, WARNING, "FailedScheduling", "Scheduling", "decided in term 2", component="c")
+    runner = asyncio.create_task(rec.run())
+    try:
+        await asyncio.wait_for(rec.wait_idle(), 5)
+        assert events.tokens == [token(1), token(2)]
+        assert [e.message for e in events.stored.values()] == ["decided in term 2"]
+        assert fenced == [token(1)] and rec.fenced == 1 and rec.failed == 0
+    finally:
+        runner.cancel()
+    # What a term leaves queued is dropped when it ends.
+    for i in range(3):
+        rec.eventf(pod, WARNING, "R", "A", f"m{i}", component="c")
+    assert rec.discard_pending() == 3
+    await asyncio.wait_for(rec.wait_idle(), 1)
+
+
+class FencingPods:
+    def __init__(self, current: pb.FenceToken) -> None:
+        self.current = current
+        self.tokens: list[pb.FenceToken | None] = []
+
+    async def update_status(self, pod: pb.Pod, *, fence: Any = None) -> pb.Pod:
+        self.tokens.append(fence)
+        if fence != self.current:
+            raise FencedError(f'pods "{pod.metadata.name}": lease kube-system/kube-scheduler moved on')
+        return pod
+
+
+async def test_conditions_carry_the_token_they_were_submitted_under_and_are_not_retried() -> None:
+    class Pods:
+        pods = FencingPods(current=token(2))
+
+    cs = Pods()
+    now = token(1)
+    fenced: list[pb.FenceToken] = []
+    updater = PodStatusUpdater(cs, fence=lambda: now, on_fenced=fenced.append)  # type: ignore[arg-type]
+    p1 = pb.Pod(metadata=pb.ObjectMeta(name="p1", namespace="ns", uid="u1", resource_version="1"))
+    p2 = pb.Pod(metadata=pb.ObjectMeta(name="p2", namespace="ns", uid="u2", resource_version="1"))
+    updater.submit(p1, unschedulable("term 1"))
+    now = token(2)
+    updater.submit(p2, unschedulable("term 2"))
+    runner = asyncio.create_task(updater.run())
+    try:
+        await asyncio.wait_for(updater.wait_idle(), 5)
+        assert sorted(cs.pods.tokens, key=lambda t: t.lease_transitions) == [token(1), token(2)]
+        assert fenced == [token(1)] and updater.fenced == 1 and updater.written == 1
+        assert updater.failed == 0
+    finally:
+        runner.cancel()
+    # Not yet running when the term ends: dropped.
+    updater2 = PodStatusUpdater(cs, fence=lambda: now)  # type: ignore[arg-type]
+    updater2.submit(p1, unschedulable("x"))
+    assert updater2.discard_pending() == 1
+    await asyncio.wait_for(updater2.wait_idle(), 1)
 
 
 def test_event_queue_drops_when_full() -> None:
