@@ -97,7 +97,11 @@ class Watcher:
 
     def offer_bookmark(self, revision: int, now: float, interval: float) -> None:
         """Queue a BOOKMARK at `revision` if this watcher asked for bookmarks and one is due."""
-        self.next_bookmark = now + interval
+        # Half an interval, not a whole one: progress ticks arrive every `interval` with jitter (the
+        # marker write's latency), and a full interval here made a watcher skip every other tick,
+        # doubling how long an idle informer waits to learn the cache's revision (a new leader's
+        # catch-up waits on exactly that).
+        self.next_bookmark = now + 0.5 * interval
         if self._end is not False or self._live or revision < self.last_revision:
             return  # queued events already carry progress; a full queue needs no more
         self._live.append(wire.bookmark_batch(revision))
