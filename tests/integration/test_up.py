@@ -98,10 +98,7 @@ def test_kse_up_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert summary["binds_per_s"] > 0
     names = [r["name"] for r in summary["replicas"]]
 
-    if not summary["leader_election"]:
-        # TEMPORARY FALLBACK while `kse scheduler` refuses --leader-elect=true: one replica.
-        assert names == ["scheduler-1"]
-        pytest.xfail("kse scheduler has no leader election yet: kse up ran its one-replica fallback")
+    assert summary["leader_election"], summary
     assert names == ["scheduler-1", "scheduler-2", "scheduler-3"]
     assert summary["leader"] in names, summary
     assert summary["leader_identity"].startswith(summary["leader"] + "_")
@@ -123,9 +120,8 @@ async def test_cluster_kill_leader_fails_over_and_restarts(tmp_path: Path) -> No
         grace=5,
     )
     async with Cluster(plan) as cluster:
-        if not cluster.leader_election:
-            pytest.skip("kse scheduler has no leader election yet (kse up runs one replica)")
-        assert cluster.audit_logs == [] or cluster.audit_logs[0].parent.is_dir()
+        assert cluster.leader_election
+        assert cluster.audit_logs and cluster.audit_logs[0].parent.is_dir()
         old = await cluster.wait_for_leader(30)
         old_identity, old_pid = old.identity, old.pid
         await old.kill()
