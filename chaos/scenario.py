@@ -1,0 +1,444 @@
+"""Chaos scenarios: a YAML file says which cluster to start, which faults to inject when, and which
+invariants to check afterwards.
+
+    name: kill-leader
+    description: SIGKILL the scheduler leader twice; a standby must take over, nothing unsafe.
+    duration: 60                 # seconds of workload after the first leader is elected
+    cluster:
+      replicas: 3
+      nodes: 20
+      rate: 20                   # pods per second
+      etcd_members: 1
+      lease_duration: 15         # --leader-elect-lease-duration
+      renew_deadline: 10
+      retry_period: 2
+      election: watch            # watch | poll
+      on_lost_lease: exit        # exit | standby
+    faults:                      # at fixed times (seconds from the start)...
+      - {at: 15, fault: kill, target: leader}
+      - {at: 35, fault: stop, target: leader, duration: 25}
+    random:                      # ...and/or drawn from a seeded generator
+      seed: 7                    # `kse chaos run --seed N` overrides it
+      every: 10                  # one fault every 10 s, from t=every until the end
+      faults: [{fault: kill, target: random-replica}]
+    checks: [pods_bound_once, no_overcommit, no_stale_writes, watch_integrity]
+
+Faults (`chaos.nemesis`): `kill` (SIGKILL), `term` (SIGTERM), `stop` (SIGSTOP for `duration` s, then
+SIGCONT), `restart` (SIGTERM, then start again), `partition` (a replica's link to the API server
+black-holed for `duration` s, through a TCP proxy `chaos.proxy`; replicas only). Targets: `leader`
+(the replica holding the scheduler Lease when the fault fires), a replica by name (`scheduler-2`),
+`random-replica` (seeded), `apiserver`, `etcd` (a seeded random member), `etcd-leader`, or a member
+by name (`etcd-1`). Replicas that exit are restarted by the cluster's supervisor; an API server or
+etcd member that was killed or terminated is started again after `duration` s (default 0: at once).
+
+`load_scenario(path)` / `parse_scenario(data)` raise `ScenarioError` naming the offending field
+(`faults[1].target: ...`). `Scenario.short()` is the scaled-down form CI runs (`--short`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "CHECKS",
+    "FAULTS",
+    "SCENARIOS_DIR",
+    "TARGETS",
+    "ClusterSpec",
+    "FaultSpec",
+    "RandomFaults",
+    "Scenario",
+    "ScenarioError",
+    "find_scenario",
+    "load_scenario",
+    "parse_scenario",
+]
+
+SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+
+FAULTS: tuple[str, ...] = ("kill", "term", "stop", "restart", "partition")
+# Fixed target names; besides these: scheduler-N, etcd-N.
+TARGETS: tuple[str, ...] = ("leader", "random-replica", "apiserver", "etcd", "etcd-leader")
+_REPLICA = re.compile(r"^scheduler-\d+$")
+_ETCD_MEMBER = re.compile(r"^etcd-\d+$")
+CHECKS: tuple[str, ...] = (
+    "pods_bound_once",
+    "no_overcommit",
+    "no_stale_writes",
+    "watch_integrity",
+    "no_rotation_rpc_errors",
+)
+DEFAULT_CHECKS: tuple[str, ...] = CHECKS[:4]
+
+# --short: what CI runs.
+SHORT_LEASE = (2.0, 1.5, 0.5)  # lease duration, renew deadline, retry period
+SHORT_NODES = 5
+SHORT_RATE = 5.0
+SHORT_DURATION = (10.0, 20.0)  # the scaled duration is clamped into this range
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    replicas: int = 3
+    nodes: int = 20
+    rate: float = 20.0
+    etcd_members: int = 1
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    election: str = "watch"
+    on_lost_lease: str = "exit"
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One fault: `fault` on `target` at `at` s (None inside `random:`), lasting `duration` s (`stop`:
+    the pause; an API server or etcd member killed / terminated: the time it stays down)."""
+
+    fault: str
+    target: str
+    at: float | None = None
+    duration: float | None = None
+
+    def describe(self) -> str:
+        when = f"t={self.at:g}s " if self.at is not None else ""
+        lasting = f" for {self.duration:g}s" if self.duration is not None else ""
+        return f"{when}{self.fault} {self.target}{lasting}"
+
+
+@dataclass(frozen=True)
+class RandomFaults:
+    seed: int
+    every: float
+    faults: tuple[FaultSpec, ...]
+
+    def expand(self, duration: float, seed: int | None = None) -> list[FaultSpec]:
+        """One fault every `every` s from t=`every` while before `duration`, each drawn from
+        `faults` by a generator seeded with `seed` (default: the scenario's)."""
+        rng = random.Random(self.seed if seed is None else seed)
+        out = []
+        n = 1
+        while n * self.every < duration:
+            pick = rng.choice(self.faults)
+            out.append(replace(pick, at=round(n * self.every, 3)))
+            n += 1
+        return out
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    duration: float
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    faults: tuple[FaultSpec, ...] = ()
+    random: RandomFaults | None = None
+    checks: tuple[str, ...] = DEFAULT_CHECKS
+    description: str = ""
+    allow_pending: bool = False
+    source: str = ""
+
+    @property
+    def seed(self) -> int:
+        return self.random.seed if self.random is not None else 0
+
+    def schedule(self, seed: int | None = None) -> list[FaultSpec]:
+        """Every fault of the run with its time, in time order (random ones drawn with `seed`)."""
+        out = list(self.faults)
+        if self.random is not None:
+            out += self.random.expand(self.duration, seed)
+        return sorted(out, key=lambda f: f.at or 0.0)
+
+    @property
+    def partitions(self) -> bool:
+        """Whether the run needs a proxy in front of each replica."""
+        return any(
+            f.fault == "partition" for f in (*self.faults, *(self.random.faults if self.random else ()))
+        )
+
+    @property
+    def default_stop(self) -> float:
+        """A `stop` / `partition` without a duration: past the lease (leaseDuration + retryPeriod + 1 s)."""
+        return self.cluster.lease_duration + self.cluster.retry_period + 1.0
+
+    def short(self) -> Scenario:
+        """Scaled down for CI: a 2 s lease (1.5 s renew deadline, 0.5 s retry), at most 5 nodes and
+        5 pods/s, and the run shortened by the lease's ratio (clamped to 10-20 s). Fault times and
+        `every` scale with the run; fault durations with the lease, so a pause that outlasts the
+        lease still does."""
+        c = self.cluster
+        lease_f = SHORT_LEASE[0] / c.lease_duration
+        lo, hi = SHORT_DURATION
+        duration = (
+            min(max(self.duration * lease_f, lo), hi, self.duration) if self.duration > lo else self.duration
+        )
+        time_f = duration / self.duration
+
+        def scale(f: FaultSpec) -> FaultSpec:
+            d = f.duration
+            if d is None and f.fault in ("stop", "partition"):
+                d = self.default_stop
+            return replace(
+                f,
+                at=None if f.at is None else round(f.at * time_f, 3),
+                duration=None if d is None else round(max(d * lease_f, 0.1), 3),
+            )
+
+        rnd = None
+        if self.random is not None:
+            r = self.random
+            rnd = replace(r, every=max(round(r.every * time_f, 3), 1.0), faults=tuple(map(scale, r.faults)))
+        return replace(
+            self,
+            duration=round(duration, 3),
+            cluster=replace(
+                c,
+                nodes=min(c.nodes, SHORT_NODES),
+                rate=min(c.rate, SHORT_RATE),
+                lease_duration=SHORT_LEASE[0],
+                renew_deadline=SHORT_LEASE[1],
+                retry_period=SHORT_LEASE[2],
+            ),
+            faults=tuple(map(scale, self.faults)),
+            random=rnd,
+        )
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def find_scenario(name_or_path: str) -> Path:
+    """A path as given, or a scenario by name from `scenarios/` (`kill-leader`)."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    for cand in (SCENARIOS_DIR / name_or_path, SCENARIOS_DIR / f"{name_or_path}.yaml"):
+        if cand.exists():
+            return cand
+    known = ", ".join(sorted(q.stem for q in SCENARIOS_DIR.glob("*.yaml")))
+    raise ScenarioError(f"no scenario {name_or_path!r} (not a file; known: {known})")
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ScenarioError(f"{p}: {e.strerror or e}") from e
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{p}: not valid YAML: {e}") from e
+    return parse_scenario(data, source=str(p))
+
+
+class _Fields:
+    """Reads one mapping, naming the field in every error and refusing unknown keys."""
+
+    def __init__(self, data: object, where: str, source: str) -> None:
+        self.where = where
+        self.source = source
+        if not isinstance(data, Mapping):
+            self.fail("", f"must be a mapping, got {_kind(data)}")
+        self.data: Mapping[str, Any] = data  # type: ignore[assignment]
+
+    def path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where and key else (self.where or key)
+
+    def fail(self, key: str, message: str) -> None:
+        prefix = f"{self.source}: " if self.source else ""
+        raise ScenarioError(f"{prefix}{self.path(key) or 'scenario'}: {message}")
+
+    def unknown(self, known: tuple[str, ...]) -> None:
+        for k in self.data:
+            if k not in known:
+                self.fail(str(k), f"unknown field (known: {', '.join(known)})")
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def number(
+        self, key: str, default: float | None = None, *, minimum: float = 0.0, strict: bool = True
+    ) -> float:
+        v = self.data.get(key)
+        if v is None:
+            if default is None:
+                self.fail(key, "required")
+            return float(default)  # type: ignore[arg-type]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            self.fail(key, f"must be a number of seconds, got {v!r}")
+        if (strict and v <= minimum) or (not strict and v < minimum):
+            self.fail(key, f"must be {'>' if strict else '>='} {minimum:g}, got {v!r}")
+        return float(v)
+
+    def integer(self, key: str, default: int, *, minimum: int) -> int:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(key, f"must be an integer, got {v!r}")
+        if v < minimum:
+            self.fail(key, f"must be >= {minimum}, got {v}")
+        return int(v)
+
+    def string(self, key: str, default: str | None = None, choices: tuple[str, ...] = ()) -> str:
+        v = self.data.get(key)
+        if v is None:
+            if default is None:
+                self.fail(key, "required")
+            return default  # type: ignore[return-value]
+        if not isinstance(v, str) or not v:
+            self.fail(key, f"must be a non-empty string, got {v!r}")
+        if choices and v not in choices:
+            self.fail(key, f"must be one of {', '.join(choices)}, got {v!r}")
+        return str(v)
+
+    def list(self, key: str) -> list[Any]:
+        v = self.data.get(key)
+        if v is None:
+            return []
+        if not isinstance(v, list):
+            self.fail(key, f"must be a list, got {_kind(v)}")
+        return list(v)
+
+
+def _kind(v: object) -> str:
+    return "nothing" if v is None else type(v).__name__
+
+
+def parse_scenario(data: object, *, source: str = "") -> Scenario:
+    top = _Fields(data, "", source)
+    top.unknown(("name", "description", "duration", "cluster", "faults", "random", "checks", "allow_pending"))
+    name = top.string("name")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        top.fail("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
+    duration = top.number("duration")
+    description = top.string("description", "")
+    allow_pending = top.data.get("allow_pending", False)
+    if not isinstance(allow_pending, bool):
+        top.fail("allow_pending", f"must be true or false, got {allow_pending!r}")
+
+    cluster = _parse_cluster(top.data.get("cluster"), source)
+    faults = tuple(
+        _parse_fault(f, f"faults[{i}]", source, cluster, duration=duration)
+        for i, f in enumerate(top.list("faults"))
+    )
+    rnd = _parse_random(top.data["random"], source, cluster) if top.has("random") else None
+    if not faults and rnd is None:
+        top.fail("faults", "a scenario needs faults (a `faults` list or a `random` section)")
+
+    checks = top.list("checks") if "checks" in top.data else list(DEFAULT_CHECKS)
+    if not checks:
+        top.fail("checks", "must name at least one invariant")
+    for i, c in enumerate(checks):
+        if c not in CHECKS:
+            top.fail(f"checks[{i}]", f"unknown invariant {c!r} (known: {', '.join(CHECKS)})")
+    if len(set(checks)) != len(checks):
+        top.fail("checks", "names an invariant twice")
+    return Scenario(
+        name=name,
+        duration=duration,
+        cluster=cluster,
+        faults=faults,
+        random=rnd,
+        checks=tuple(checks),
+        description=description,
+        allow_pending=allow_pending,
+        source=source,
+    )
+
+
+def _parse_cluster(data: object, source: str) -> ClusterSpec:
+    if data is None:
+        return ClusterSpec()
+    f = _Fields(data, "cluster", source)
+    f.unknown(tuple(ClusterSpec.__dataclass_fields__))
+    d = ClusterSpec()
+    spec = ClusterSpec(
+        replicas=f.integer("replicas", d.replicas, minimum=1),
+        nodes=f.integer("nodes", d.nodes, minimum=1),
+        rate=f.number("rate", d.rate),
+        etcd_members=f.integer("etcd_members", d.etcd_members, minimum=1),
+        lease_duration=f.number("lease_duration", d.lease_duration, minimum=1.0, strict=False),
+        renew_deadline=f.number("renew_deadline", d.renew_deadline),
+        retry_period=f.number("retry_period", d.retry_period),
+        election=f.string("election", d.election, ("watch", "poll")),
+        on_lost_lease=f.string("on_lost_lease", d.on_lost_lease, ("exit", "standby")),
+    )
+    if spec.renew_deadline >= spec.lease_duration:
+        f.fail(
+            "renew_deadline",
+            f"must be < lease_duration ({spec.lease_duration:g}), got {spec.renew_deadline:g}",
+        )
+    if spec.retry_period >= spec.renew_deadline:
+        f.fail(
+            "retry_period", f"must be < renew_deadline ({spec.renew_deadline:g}), got {spec.retry_period:g}"
+        )
+    if spec.etcd_members % 2 == 0:
+        f.fail("etcd_members", f"must be odd (a quorum), got {spec.etcd_members}")
+    return spec
+
+
+def _parse_fault(
+    data: object, where: str, source: str, cluster: ClusterSpec, *, duration: float | None
+) -> FaultSpec:
+    f = _Fields(data, where, source)
+    timed = duration is not None
+    f.unknown(("at", "fault", "target", "duration") if timed else ("fault", "target", "duration"))
+    fault = f.string("fault", None, FAULTS)
+    target = f.string("target")
+    if target not in TARGETS and not _REPLICA.match(target) and not _ETCD_MEMBER.match(target):
+        f.fail("target", f"must be one of {', '.join(TARGETS)}, scheduler-N or etcd-N, got {target!r}")
+    m = _REPLICA.match(target)
+    if m and int(target.split("-")[1]) not in range(1, cluster.replicas + 1):
+        f.fail("target", f"no replica {target!r} (cluster.replicas is {cluster.replicas}: scheduler-1..)")
+    if _ETCD_MEMBER.match(target) and int(target.split("-")[1]) >= cluster.etcd_members:
+        f.fail(
+            "target", f"no etcd member {target!r} (cluster.etcd_members is {cluster.etcd_members}: etcd-0..)"
+        )
+    if fault == "partition" and (target == "apiserver" or target.startswith("etcd")):
+        f.fail("target", "a partition cuts a scheduler replica off the API server: target a replica")
+    at = None
+    if timed:
+        assert duration is not None
+        at = f.number("at", None, strict=False)
+        if at >= duration:
+            f.fail("at", f"must be before the end of the run (duration {duration:g}), got {at:g}")
+    d = f.number("duration", None, strict=False) if f.has("duration") else None
+    if (
+        d is not None
+        and fault in ("restart",)
+        and target not in ("apiserver",)
+        and not target.startswith("etcd")
+    ):
+        f.fail("duration", "a replica's restart has no duration (it starts again at once)")
+    if (
+        d is not None
+        and fault in ("kill", "term")
+        and not (target == "apiserver" or target.startswith("etcd"))
+    ):
+        f.fail("duration", "a killed or terminated replica is restarted by its supervisor; no duration")
+    return FaultSpec(fault=fault, target=target, at=at, duration=d)
+
+
+def _parse_random(data: object, source: str, cluster: ClusterSpec) -> RandomFaults:
+    f = _Fields(data, "random", source)
+    f.unknown(("seed", "every", "faults"))
+    seed = f.integer("seed", 0, minimum=0)
+    every = f.number("every")
+    items = f.list("faults")
+    if not items:
+        f.fail("faults", "must list at least one fault to draw from")
+    faults = tuple(
+        _parse_fault(x, f"random.faults[{i}]", source, cluster, duration=None) for i, x in enumerate(items)
+    )
+    return RandomFaults(seed=seed, every=every, faults=faults)

@@ -1,0 +1,120 @@
+"""`kse chaos` without a cluster: usage errors, the --json contract and the exit status of a run
+whose history fails an invariant (the runner replaced by a stub returning a judged history)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos import cli, runner
+from chaos.checker import CheckResult
+from chaos.checker.invariants import InvariantResult
+from chaos.history import FaultRecord, History, RpcErrorRecord
+from chaos.scenario import find_scenario, load_scenario
+
+
+def _outcome(passed: bool, errors: list[str] | None = None) -> runner.RunOutcome:
+    scenario = load_scenario(find_scenario("kill-leader")).short()
+    inv = {
+        name: InvariantResult(name, True, "ok")
+        for name in ("pods_bound_once", "no_overcommit", "no_stale_writes", "watch_integrity")
+    }
+    inv["no_stale_writes"] = InvariantResult(
+        "no_stale_writes", passed, "1 stale accepted" if not passed else "0"
+    )
+    inv["no_rotation_rpc_errors"] = InvariantResult("no_rotation_rpc_errors", False, "not a scenario check")
+    history = History(
+        faults=[FaultRecord(1.0, "kill", "scheduler-1", {"identity": "scheduler-1_x"})],
+        rpc_errors=[RpcErrorRecord(2.0, "scheduler-2", "/Bind", "UNAVAILABLE")] * 2,
+    )
+    return runner.RunOutcome(scenario, 5, CheckResult(inv), history, scenario.schedule(), errors or [])
+
+
+@pytest.fixture
+def stub_run(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    outcomes: list[Any] = []
+
+    async def fake(scenario: Any, **kwargs: Any) -> runner.RunOutcome:
+        return outcomes.pop(0)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(runner, "run_scenario", fake)
+    return outcomes
+
+
+def test_json_contract_and_exit_0(stub_run: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    stub_run.append(_outcome(True))
+    assert cli.main(["run", "kill-leader", "--short", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {
+        "scenario",
+        "seed",
+        "passed",
+        "invariants",
+        "faults",
+        "failovers",
+        "rpc_errors_by_code",
+    }
+    assert out["passed"] is True and out["seed"] == 5 and out["scenario"] == "kill-leader"
+    # Only the scenario's checks are judged (no_rotation_rpc_errors failed, but is not one of them).
+    assert set(out["invariants"]) == {
+        "pods_bound_once",
+        "no_overcommit",
+        "no_stale_writes",
+        "watch_integrity",
+    }
+    assert out["invariants"]["no_stale_writes"] == {"passed": True, "detail": "0"}
+    assert out["faults"] == [
+        {"ts": 1.0, "fault": "kill", "target": "scheduler-1", "detail": {"identity": "scheduler-1_x"}}
+    ]
+    assert out["failovers"] == []
+    assert out["rpc_errors_by_code"] == {"UNAVAILABLE": 2}
+
+
+def test_failed_invariant_exits_1(stub_run: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    stub_run.append(_outcome(False))
+    assert cli.main(["run", "kill-leader", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["passed"] is False
+    assert out["invariants"]["no_stale_writes"] == {"passed": False, "detail": "1 stale accepted"}
+
+
+def test_fault_not_injected_fails_the_run(stub_run: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    stub_run.append(_outcome(True, ["t=1s kill leader: no leader to hit"]))
+    assert cli.main(["run", "kill-leader"]) == 1
+    captured = capsys.readouterr()
+    assert "FAIL" in captured.out and "no leader to hit" in captured.err
+
+
+def test_report_dir(stub_run: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stub_run.append(_outcome(True))
+    assert cli.main(["run", "kill-leader", "--report", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "report.md").exists()
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["passed"] is True
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "no-such-scenario"], "no scenario 'no-such-scenario'"),
+        (["run", "kill-leader", "--attach", "conn.json"], "--attach is not implemented"),
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_bad_scenario_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nduration: 10\nfaults: [{at: 1, fault: kill, target: moon}]\n")
+    assert cli.main(["run", str(p)]) == 2
+    assert "faults[0].target: must be one of" in capsys.readouterr().err
+
+
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "kill-leader" in out and "INVALID" not in out

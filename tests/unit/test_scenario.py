@@ -1,0 +1,194 @@
+"""Scenario files: loading, validation errors that name the field, the seeded schedule, `--short`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.scenario import (
+    SCENARIOS_DIR,
+    FaultSpec,
+    ScenarioError,
+    find_scenario,
+    load_scenario,
+    parse_scenario,
+)
+
+SHIPPED = sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml"))
+
+
+def base(**over: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "name": "t",
+        "duration": 30,
+        "cluster": {"replicas": 3, "nodes": 10, "rate": 10},
+        "faults": [{"at": 5, "fault": "kill", "target": "leader"}],
+    }
+    d.update(over)
+    return d
+
+
+def error_of(data: object) -> str:
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data, source="x.yaml")
+    return str(e.value)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenarios_load(name: str) -> None:
+    s = load_scenario(find_scenario(name))
+    assert s.name == name
+    assert s.schedule(), "a scenario without faults"
+    short = s.short()
+    assert 0 < short.duration <= 20
+    assert short.cluster.lease_duration == 2.0
+    assert all(f.at is not None and f.at < short.duration for f in short.schedule())
+
+
+def test_minimal_defaults() -> None:
+    s = parse_scenario(base())
+    assert s.checks == ("pods_bound_once", "no_overcommit", "no_stale_writes", "watch_integrity")
+    assert s.cluster.etcd_members == 1 and s.cluster.lease_duration == 15.0
+    assert s.faults == (FaultSpec("kill", "leader", at=5.0),)
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ([1, 2], "scenario: must be a mapping, got list"),
+        ({"duration": 3, "faults": []}, "name: required"),
+        (base(name="a b"), "name: must be letters"),
+        (base(duration=None), "duration: required"),
+        (base(duration=-1), "duration: must be > 0"),
+        (base(duration="10s"), "duration: must be a number of seconds"),
+        (base(extra=1), "extra: unknown field"),
+        (base(cluster={"replicas": 0}), "cluster.replicas: must be >= 1"),
+        (base(cluster={"replicas": "3"}), "cluster.replicas: must be an integer"),
+        (base(cluster={"etcd_members": 2}), "cluster.etcd_members: must be odd"),
+        (base(cluster={"lease_duration": 5, "renew_deadline": 6}), "cluster.renew_deadline: must be <"),
+        (base(cluster={"election": "gossip"}), "cluster.election: must be one of watch, poll"),
+        (base(cluster={"leases": 1}), "cluster.leases: unknown field"),
+        (base(cluster=[]), "cluster: must be a mapping"),
+        (base(faults={"at": 1}), "faults: must be a list"),
+        (base(faults=[]), "faults: a scenario needs faults"),
+        (base(faults=[{"at": 1, "fault": "explode", "target": "leader"}]), "faults[0].fault: must be one of"),
+        (base(faults=[{"at": 1, "fault": "kill"}]), "faults[0].target: required"),
+        (base(faults=[{"at": 1, "fault": "kill", "target": "moon"}]), "faults[0].target: must be one of"),
+        (base(faults=[{"at": 1, "fault": "kill", "target": "scheduler-4"}]), "faults[0].target: no replica"),
+        (base(faults=[{"at": 1, "fault": "kill", "target": "etcd-1"}]), "faults[0].target: no etcd member"),
+        (base(faults=[{"fault": "kill", "target": "leader"}]), "faults[0].at: required"),
+        (
+            base(faults=[{"at": 30, "fault": "kill", "target": "leader"}]),
+            "faults[0].at: must be before the end",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "stop", "target": "leader", "duration": -2}]),
+            "faults[0].duration: must be >= 0",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "kill", "target": "leader", "duration": 2}]),
+            "faults[0].duration: a killed",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "restart", "target": "leader", "duration": 2}]),
+            "faults[0].duration: a replica's restart",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "kill", "target": "leader", "when": 2}]),
+            "faults[0].when: unknown field",
+        ),
+        (
+            base(
+                faults=None,
+                random={"every": 5, "faults": [{"fault": "kill", "target": "leader"}], "seed": -1},
+            ),
+            "random.seed: must be >= 0",
+        ),
+        (
+            base(faults=None, random={"faults": [{"fault": "kill", "target": "leader"}]}),
+            "random.every: required",
+        ),
+        (base(faults=None, random={"every": 5, "faults": []}), "random.faults: must list at least one"),
+        (
+            base(
+                faults=None, random={"every": 5, "faults": [{"at": 3, "fault": "kill", "target": "leader"}]}
+            ),
+            "random.faults[0].at: unknown field",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "partition", "target": "apiserver"}]),
+            "faults[0].target: a partition cuts a scheduler replica",
+        ),
+        (base(checks=["pods_bound_once", "liveness"]), "checks[1]: unknown invariant 'liveness'"),
+        (base(checks=[]), "checks: must name at least one"),
+        (base(checks=["no_overcommit", "no_overcommit"]), "checks: names an invariant twice"),
+        (base(allow_pending="yes"), "allow_pending: must be true or false"),
+    ],
+)
+def test_errors_name_the_field(data: object, needle: str) -> None:
+    msg = error_of(data)
+    assert msg.startswith("x.yaml: "), msg
+    assert needle in msg, msg
+
+
+def test_load_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ScenarioError, match=r"bad\.yaml: not valid YAML"):
+        load_scenario(bad)
+    with pytest.raises(ScenarioError, match=r"missing\.yaml"):
+        load_scenario(tmp_path / "missing.yaml")
+    with pytest.raises(ScenarioError, match=r"no scenario 'nope'.*known: .*kill-leader"):
+        find_scenario("nope")
+
+
+def test_random_schedule_is_seeded() -> None:
+    s = parse_scenario(
+        base(
+            faults=[{"at": 2, "fault": "term", "target": "scheduler-1"}],
+            random={
+                "seed": 3,
+                "every": 5,
+                "faults": [
+                    {"fault": "kill", "target": "random-replica"},
+                    {"fault": "stop", "target": "leader"},
+                ],
+            },
+        )
+    )
+    a, b, c = s.schedule(), s.schedule(3), s.schedule(4)
+    assert a == b
+    assert [f.at for f in a] == [2.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+    assert a[0] == FaultSpec("term", "scheduler-1", at=2.0)
+    assert [f.at for f in c] == [f.at for f in a]
+    assert any(x != y for x, y in zip(a, c, strict=True)) or len({f.fault for f in a}) == 1
+
+
+def test_short_keeps_a_stop_past_the_lease() -> None:
+    s = parse_scenario(
+        base(
+            duration=60,
+            faults=[
+                {"at": 10, "fault": "stop", "target": "leader", "duration": 25},
+                {"at": 40, "fault": "stop", "target": "leader"},
+            ],
+        )
+    )
+    short = s.short()
+    assert short.cluster.nodes == 5 and short.cluster.rate == 5.0
+    assert (short.cluster.lease_duration, short.cluster.renew_deadline, short.cluster.retry_period) == (
+        2.0,
+        1.5,
+        0.5,
+    )
+    assert short.duration == 10.0
+    first, second = short.schedule()
+    assert first.at == pytest.approx(10 / 6, abs=0.01) and first.duration is not None and first.duration > 2.0
+    assert second.duration is not None and second.duration > 2.0  # default stop: lease + retry + 1, scaled
+
+
+def test_short_leaves_a_short_run_alone() -> None:
+    s = parse_scenario(base(duration=8, faults=[{"at": 4, "fault": "kill", "target": "leader"}]))
+    assert s.short().duration == 8 and s.short().faults[0].at == 4
