@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from cryptography import x509
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -69,12 +70,36 @@ def _cert_config(creds: Credentials) -> grpc.ServerCertificateConfiguration:
     )
 
 
+def describe_credentials(creds: Credentials) -> str:
+    """One log line's worth: the serving cert's serial, issuer and expiry, and the trusted client CAs."""
+    try:
+        cert = x509.load_pem_x509_certificate(creds.cert_pem)
+        cas = x509.load_pem_x509_certificates(creds.ca_pem)
+    except ValueError as e:  # pragma: no cover - the source only accepts parsable credentials
+        return f"unparsable: {e}"
+    trusted = ", ".join(_common_name(c) for c in cas)
+    return (
+        f"serving cert serial {cert.serial_number:x} from {_common_name(cert, issuer=True)}, expires "
+        f"{cert.not_valid_after_utc.isoformat()}; client CAs: {trusted}"
+    )
+
+
+def _common_name(cert: x509.Certificate, *, issuer: bool = False) -> str:
+    name = cert.issuer if issuer else cert.subject
+    attrs = name.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    value = attrs[0].value if attrs else name.rfc4514_string()
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def server_credentials(source: FileCredentialSource) -> grpc.ServerCredentials:
     """mTLS credentials that re-read the serving pair and the client CA bundle when they change.
 
     grpc calls the fetcher on every new handshake (on a core thread); `poll()` is a few stats when
-    nothing changed. Existing connections keep their config until max connection age ends them.
+    nothing changed. The source's change check covers all three files (stat and content digest of
+    cert, key AND bundle), so a CA rotation that only rewrites the bundle is picked up too. Existing
+    connections keep the config they were handshaken with until max connection age ends them.
     """
+    reported: list[str | None] = [None]  # the last "not reloaded because" logged, to say it once
 
     def fetch() -> grpc.ServerCertificateConfiguration | None:
         try:
@@ -83,8 +108,19 @@ def server_credentials(source: FileCredentialSource) -> grpc.ServerCredentials:
             log.exception("reloading TLS credentials failed; keeping the current ones")
             return None
         if creds is None:
+            error = source.last_error
+            if error is not None and error != reported[0]:
+                log.warning(
+                    "TLS credential files changed but were not reloaded (%s); keeping the "
+                    "current ones until they are consistent",
+                    error,
+                )
+            reported[0] = error
             return None
-        log.info("serving TLS credentials reloaded (version %d)", creds.version)
+        reported[0] = None
+        log.info(
+            "serving TLS credentials reloaded (version %d): %s", creds.version, describe_credentials(creds)
+        )
         return _cert_config(creds)
 
     return grpc.dynamic_ssl_server_credentials(
@@ -173,6 +209,13 @@ class APIServer:
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         source = FileCredentialSource(cfg.tls_cert, cfg.tls_key, cfg.client_ca)
         self.port = server.add_secure_port(cfg.listen, server_credentials(source))
+        log.info(
+            "TLS: %s; reloaded on the first handshake after the files change; connections re-handshake "
+            "after %gs (max connection age) + %gs grace",
+            describe_credentials(source.load()),
+            cfg.max_connection_age,
+            min(CONNECTION_AGE_GRACE_S, cfg.max_connection_age),
+        )
         if self.port == 0:
             raise OSError(f"cannot listen on {cfg.listen}")
         await server.start()

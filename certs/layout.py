@@ -9,6 +9,9 @@ because a stem and the identity it carries are one decision: `scheduler-2.crt` *
 ca.crt, ca.key              the signing CA (ca.key never leaves this directory)
 ca-bundle.crt               the trust bundle every server and client loads; a CA rotation puts
                             old + new CA in it, so it is not always a copy of ca.crt
+ca-next.crt, ca-next.key    during a CA rotation, after `add`: the CA that `switch` will sign with
+ca-prev.crt                 during a CA rotation, after `switch`: the old CA, trusted until `remove`
+.lock                       taken by every writer that signs (rotation, renewal), see certs.rotation
 apiserver.crt/.key          serving cert of the API server
 etcd-server.crt/.key        etcd serving + peer cert
 apiserver-etcd-client.*     the API server's client cert towards etcd
@@ -26,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CA_STEM = "ca"
+CA_NEXT_STEM = "ca-next"  # the incoming CA of a rotation (`kse certs rotate-ca --phase add`)
+CA_PREV_STEM = "ca-prev"  # the outgoing CA of a rotation, after `switch`, until `remove`
+CA_STEMS = frozenset({CA_STEM, CA_NEXT_STEM, CA_PREV_STEM})
 CA_BUNDLE_FILE = "ca-bundle.crt"
 CERT_SUFFIX = ".crt"
 KEY_SUFFIX = ".key"
@@ -190,7 +196,7 @@ class PKI:
         stems = sorted(
             p.name[: -len(CERT_SUFFIX)]
             for p in pki_dir.glob(f"*{CERT_SUFFIX}")
-            if p.name != CA_BUNDLE_FILE and p.name != f"{CA_STEM}{CERT_SUFFIX}"
+            if p.name != CA_BUNDLE_FILE and p.name[: -len(CERT_SUFFIX)] not in CA_STEMS
         )
         return cls(
             pki_dir,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import math
 import os
 import tempfile
 from collections.abc import Sequence
@@ -47,6 +48,10 @@ LEAF_TTL = timedelta(days=365)
 # Backdating not_before absorbs small clock differences between the issuer and a verifier; without it
 # a cert minted a moment ago can be "not yet valid" on a host whose clock is slightly behind.
 CLOCK_SKEW = timedelta(minutes=1)
+# ...but never by more than this share of a leaf's lifetime: a 3-second cert backdated by a minute
+# would look 63 seconds long to anything that plans by its validity window (a renewer renewing at
+# 70-90 % of it, as kubelet does, would renew a 3 s cert only after it expired).
+MAX_BACKDATE_FRACTION = 0.1
 CERT_MODE = 0o644
 KEY_MODE = 0o600
 
@@ -212,8 +217,10 @@ def _sign(
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + ttl)
+        # Whole seconds, as the certificate stores them: the window is then exactly the backdating
+        # plus the ttl, whatever the sub-second part of `now`, and `leaf_ttl` can read the ttl back.
+        .not_valid_before(now.replace(microsecond=0) - leaf_backdate(ttl))
+        .not_valid_after(now.replace(microsecond=0) + ttl)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -236,6 +243,28 @@ def _sign(
     if san is not None:
         builder = builder.add_extension(san, critical=False)
     return builder.sign(ca.private_key, hashes.SHA256())
+
+
+def leaf_backdate(ttl: timedelta) -> timedelta:
+    """How far a leaf's not_before is set before its issue time: CLOCK_SKEW, or for short ttls a tenth
+    of the ttl, rounded up to a whole second."""
+    tenth = math.ceil(ttl.total_seconds() * MAX_BACKDATE_FRACTION)
+    return min(CLOCK_SKEW, timedelta(seconds=max(1, tenth)))
+
+
+def leaf_ttl(cert: x509.Certificate) -> timedelta:
+    """The ttl a leaf was issued with (its validity window minus the backdating `_sign` added).
+
+    Rotation and renewal reissue with it by default, so a short-lived identity stays short-lived (and
+    does not drift). Exact for whole-second ttls issued here; for other certs it is the window less
+    the backdating this module would have used.
+    """
+    window = int((cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds())
+    skew = int(CLOCK_SKEW.total_seconds())
+    for seconds in range(window - 1, max(0, window - skew) - 1, -1):
+        if seconds + leaf_backdate(timedelta(seconds=seconds)).total_seconds() == window:
+            return timedelta(seconds=seconds)
+    return timedelta(seconds=max(1, round(window / (1 + MAX_BACKDATE_FRACTION))))
 
 
 def key_matches_cert(cert_pem: bytes, key_pem: bytes) -> bool:

@@ -1,8 +1,15 @@
-"""`kse certs init` and `kse certs show`: make a cluster's PKI directory and look inside one.
+"""`kse certs init|show|rotate|rotate-ca`: make a cluster's PKI directory, look inside, rotate.
 
 Mistakes here are expensive later (a re-init silently invalidates every cert that running processes
 hold), so init refuses an existing CA without `--force`, and every failure is one clear line on
 stderr with exit code 1 (runtime) or 2 (usage), never a traceback.
+
+    kse certs rotate --dir D --identity scheduler-1 [--ttl 10m]   new pair, same CA ("all": every leaf)
+    kse certs rotate-ca --dir D --phase add      new CA made (ca-next.*), trusted beside the old one
+    kse certs rotate-ca --dir D --phase switch   every leaf reissued from the new CA, both still trusted
+    kse certs rotate-ca --dir D --phase remove   only the new CA trusted
+
+Running processes pick the files up without a restart (see certs.rotation for the order and why).
 """
 
 from __future__ import annotations
@@ -18,8 +25,18 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from certs.layout import CA_BUNDLE_FILE, CA_STEM, CERT_SUFFIX
-from certs.pki import LEAF_TTL, init_pki
+from certs.layout import CA_BUNDLE_FILE, CA_NEXT_STEM, CA_PREV_STEM, CA_STEM, CERT_SUFFIX
+from certs.pki import CA_TTL, LEAF_TTL, init_pki
+from certs.rotation import (
+    ALL,
+    PHASES,
+    CAPhase,
+    RotationError,
+    RotationOrderError,
+    ca_rotation_status,
+    rotate,
+    rotate_ca,
+)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNITS = {
@@ -54,7 +71,7 @@ def _replicas(text: str) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `certs init` and `certs show` to the `kse` command."""
+    """Add `certs init|show|rotate|rotate-ca` to the `kse` command."""
     certs = subparsers.add_parser(
         "certs", help="create and inspect the cluster PKI (CA, server and client certs)"
     )
@@ -102,6 +119,52 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show.add_argument("--dir", required=True, type=Path, help="PKI directory")
     show.set_defaults(func=_cmd_show)
 
+    rot = sub.add_parser(
+        "rotate",
+        help="give an identity a new key and cert from the same CA (running processes reload it)",
+    )
+    rot.add_argument("--dir", required=True, type=Path, help="PKI directory")
+    rot.add_argument(
+        "--identity",
+        required=True,
+        metavar="NAME",
+        help=f"file stem of the identity (scheduler-1, apiserver, admin, node-a, ...) or '{ALL}'",
+    )
+    rot.add_argument(
+        "--ttl",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help="validity of the new cert (default: the lifetime the old one was issued with)",
+    )
+    rot.set_defaults(func=_cmd_rotate)
+
+    rca = sub.add_parser(
+        "rotate-ca",
+        help="rotate the CA in three phases: add (trust new), switch (reissue all), remove (drop old)",
+        description="Rotate the cluster CA as Kubernetes' manual CA rotation does. Run the phases in "
+        "order, waiting between them until every process has picked up the files (a poll interval "
+        "for clients; servers at their next handshake): add -> switch -> remove. Each phase is "
+        "idempotent; one run out of order is refused.",
+    )
+    rca.add_argument("--dir", required=True, type=Path, help="PKI directory")
+    rca.add_argument("--phase", required=True, choices=PHASES, help="the phase to run")
+    rca.add_argument(
+        "--ttl",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help="switch: validity of the reissued leaves (default: the lifetime each had)",
+    )
+    rca.add_argument(
+        "--ca-ttl",
+        type=parse_duration,
+        default=CA_TTL,
+        metavar="DURATION",
+        help="add: validity of the new CA (default 3650d)",
+    )
+    rca.set_defaults(func=_cmd_rotate_ca)
+
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
@@ -133,6 +196,43 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return _cmd_show(argparse.Namespace(dir=pki.dir))
 
 
+def _cmd_rotate(args: argparse.Namespace) -> int:
+    try:
+        rotated = rotate(args.dir, args.identity, ttl=args.ttl)
+    except RotationError as e:
+        return _error(str(e), 1)
+    except FileNotFoundError as e:
+        return _error(f"{e}", 1)
+    except (OSError, ValueError) as e:
+        return _error(f"cannot rotate in {args.dir}: {e}", 1)
+    for leaf in rotated:
+        print(
+            f"rotated {leaf.stem}: serial {leaf.serial:x}, expires "
+            f"{leaf.not_after.strftime('%Y-%m-%dT%H:%M:%SZ')}, issuer {leaf.issuer}"
+        )
+    return 0
+
+
+def _cmd_rotate_ca(args: argparse.Namespace) -> int:
+    try:
+        result = rotate_ca(args.dir, args.phase, ttl=args.ttl, ca_ttl=args.ca_ttl)
+    except RotationOrderError as e:
+        return _error(f"--phase {args.phase} refused: {e}", 1)
+    except RotationError as e:
+        return _error(str(e), 1)
+    except FileNotFoundError as e:
+        return _error(f"{e}", 1)
+    except (OSError, ValueError) as e:
+        return _error(f"cannot rotate the CA in {args.dir}: {e}", 1)
+    if result.changed:
+        for action in result.actions:
+            print(f"{args.phase}: {action}")
+    else:
+        print(f"{args.phase}: already done, nothing changed")
+    print(result.status.describe())
+    return 0
+
+
 @dataclass(frozen=True)
 class _Row:
     file: str
@@ -161,13 +261,24 @@ def _cmd_show(args: argparse.Namespace) -> int:
             continue
         rows += [_row(path.name, cert, now) for cert in certs]
     _print_table(rows)
+    try:
+        status = ca_rotation_status(pki_dir)
+    except (OSError, ValueError):
+        status = None  # no CA (or an unreadable one): the table already says so
+    if status is not None and status.phase is not CAPhase.IDLE:
+        print(status.describe())
     return 1 if failed else 0
 
 
 def _show_order(path: Path) -> tuple[int, str]:
     # CA first, then the trust bundle, then the leaves by name: the order one reads a chain in.
-    first = {f"{CA_STEM}{CERT_SUFFIX}": 0, CA_BUNDLE_FILE: 1}
-    return (first.get(path.name, 2), path.name)
+    first = {
+        f"{CA_STEM}{CERT_SUFFIX}": 0,
+        f"{CA_NEXT_STEM}{CERT_SUFFIX}": 1,
+        f"{CA_PREV_STEM}{CERT_SUFFIX}": 2,
+        CA_BUNDLE_FILE: 3,
+    }
+    return (first.get(path.name, 4), path.name)
 
 
 def _row(file: str, cert: x509.Certificate, now: datetime) -> _Row:

@@ -2,7 +2,15 @@
 
 A channel is built from a `ConnectionFile` (or the path of one). The cert, key and CA bundle are read
 when the channel is built, so picking up rotated files means building a new channel and moving
-callers over to it (grpcio has no client-side reload; see DEPENDENCIES.md).
+callers over to it (grpcio has no client-side reload; see DEPENDENCIES.md). That is what
+`channel_source_from_connection` does: it returns a `ReloadingChannelSource`
+(kse.client.credentials), which a `Clientset` takes in place of a channel and which closes like one:
+
+    channel = secure_channel(conn)                       # fixed credentials
+    channel = channel_source_from_connection(conn)       # follows the files (rotation, renewal)
+    cs = Clientset(channel, ...)
+    ...
+    await channel.close()
 """
 
 from __future__ import annotations
@@ -10,12 +18,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
 
 from kse.config import ConnectionFile
+
+if TYPE_CHECKING:
+    from kse.client.credentials import ReloadingChannelSource
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # what a client sends (the server accepts 16 MiB)
 MAX_RECEIVE_BYTES = 256 * 1024 * 1024  # what it accepts: large lists (the server sends up to 256 MiB)
@@ -43,9 +54,14 @@ def channel_credentials(conn: ConnectionFile) -> grpc.ChannelCredentials:
 
 def channel_options(conn: ConnectionFile, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
     """DEFAULT_OPTIONS plus the TLS name override, with `options` taking precedence by key."""
+    return merge_options(conn.tls_server_name, options)
+
+
+def merge_options(tls_server_name: str, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """DEFAULT_OPTIONS, the TLS name override (if any), then `options`, later keys winning."""
     merged: dict[str, Any] = dict(DEFAULT_OPTIONS)
-    if conn.tls_server_name:
-        merged["grpc.ssl_target_name_override"] = conn.tls_server_name
+    if tls_server_name:
+        merged["grpc.ssl_target_name_override"] = tls_server_name
     merged.update(dict(options))
     return list(merged.items())
 
@@ -63,4 +79,32 @@ def secure_channel(
         channel_credentials(conn),
         options=channel_options(conn, options),
         interceptors=interceptors,
+    )
+
+
+def channel_source_from_connection(
+    conn_or_path: ConnectionFile | str | os.PathLike[str],
+    *,
+    options: Sequence[tuple[str, Any]] = (),
+    interceptors: Sequence[grpc.aio.ClientInterceptor] | None = None,
+    **reload: Any,
+) -> ReloadingChannelSource:
+    """Like `secure_channel`, but the result follows the connection's cert, key and CA bundle files.
+
+    A drop-in where a `secure_channel(conn)` result goes to a `Clientset` and is closed with
+    `close()`. `reload` passes `poll_interval`, `close_grace`, `renew` to `ReloadingChannelSource`.
+    Raises OSError (ClientCredentialsError) when the files cannot be read.
+    """
+    from kse.client.credentials import ReloadingChannelSource
+
+    conn = conn_or_path if isinstance(conn_or_path, ConnectionFile) else ConnectionFile.load(conn_or_path)
+    return ReloadingChannelSource(
+        conn.cert_file,
+        conn.key_file,
+        conn.ca_file,
+        conn.server,
+        tls_server_name=conn.tls_server_name,
+        options=options,
+        interceptors=interceptors,
+        **reload,
     )
