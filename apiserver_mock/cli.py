@@ -19,6 +19,8 @@ from pathlib import Path
 
 from apiserver_mock.server import APIServer, ServerConfig
 from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
+from kse.cli.argtypes import positive_float as _positive_float
+from kse.cli.argtypes import positive_int as _positive_int
 from kse.config import ConnectionFile
 from kse.etcdclient import EtcdError, EtcdTLS
 
@@ -27,24 +29,8 @@ log = logging.getLogger("apiserver_mock")
 STOP_GRACE_S = 2.0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _listen(text: str) -> str:

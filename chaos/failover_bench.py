@@ -63,6 +63,7 @@ from chaos.failover_report import (
     write_compare_report,
     write_report,
 )
+from kse.cli.argtypes import positive_int as _positive_int
 
 if TYPE_CHECKING:
     from chaos.checker.failover import FailoverEvent
@@ -1023,14 +1024,6 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kse.cli.argtypes import non_negative_float, non_negative_int, positive_int
 from kse.config import ConfigError, ConnectionFile
 
 log = logging.getLogger("nodesim")
@@ -56,14 +57,6 @@ def positive_duration(text: str) -> float:
     return value
 
 
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def fraction(text: str) -> float:
@@ -73,24 +66,8 @@ def fraction(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def byte_size(text: str) -> int:

@@ -56,6 +56,8 @@ from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kse.cli.argtypes import non_negative_float
+from kse.cli.argtypes import positive_int as _positive_int
 from kse.config import ConfigError as ConnectionConfigError
 from kse.config import ConnectionFile
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
@@ -120,24 +122,8 @@ def _duration(text: str) -> float:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
 
 
 def _clock_skew(text: str) -> tuple[float, float]:
@@ -192,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     conn.add_argument("--key", type=Path, help="client key")
     conn.add_argument("--tls-server-name", default="localhost", help="name checked in the server cert")
     conn.add_argument(
-        "--kube-api-qps", type=_positive_float, default=None, help="QPS to the API server (default 50)"
+        "--kube-api-qps", type=non_negative_float, default=None, help="QPS to the API server (default 50)"
     )
     conn.add_argument(
         "--kube-api-burst", type=_positive_int, default=None, help="burst to the API server (default 100)"
