@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
-
-
-
-
 def _procs(text: str) -> int | None:
     return None if text == "auto" else _positive_int(text)
 
@@ -122,6 +118,7 @@ def _run_apiserver(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- plumbing
+
 
 def _add_from(module: str, function: str) -> Callable[[SubParsers], None]:
     """A benchmark owned by another package (the scheduler's throughput, chaos's failover), reached
