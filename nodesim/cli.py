@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kse.cli.argtypes import non_negative_float, non_negative_int, positive_int
-from kse.config import ConfigError, ConnectionFile
+from kse.cli.connection_args import add_connection_flags, connection_from_args
+from kse.config import ConnectionFile
 
 log = logging.getLogger("nodesim")
 
@@ -77,59 +78,6 @@ def byte_size(text: str) -> int:
         return parse_size(text)
     except TemplateError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_connection_flags(p: argparse.ArgumentParser, identity: str) -> None:
-    conn = p.add_argument_group("API server connection")
-    conn.add_argument(
-        "--connection-file",
-        "--kubeconfig",
-        dest="connection_file",
-        type=Path,
-        help="a kse connection file (server, CA bundle, client cert and key); or give the parts below",
-    )
-    conn.add_argument("--server", help="API server address HOST:PORT")
-    conn.add_argument("--ca", type=Path, help="CA bundle verifying the API server")
-    conn.add_argument("--cert", type=Path, help=f"client certificate (the {identity} identity)")
-    conn.add_argument("--key", type=Path, help="client key")
-    conn.add_argument(
-        "--pki-dir", type=Path, help=f"with --server: use the {identity!r} pair and CA bundle of this PKI"
-    )
-    conn.add_argument("--tls-server-name", default="localhost", help="name checked in the server cert")
-
-
-def connection_from_args(
-    p: argparse.ArgumentParser, args: argparse.Namespace, identity: str
-) -> ConnectionFile:
-    parts = (args.server, args.ca, args.cert, args.key)
-    if args.connection_file is not None:
-        if any(x is not None for x in parts) or args.pki_dir is not None:
-            p.error("give either --connection-file or --server with --ca/--cert/--key or --pki-dir, not both")
-        try:
-            return ConnectionFile.load(args.connection_file)
-        except ConfigError as e:
-            p.error(str(e))
-    if args.server and args.pki_dir is not None:
-        if any(x is not None for x in parts[1:]):
-            p.error("give either --pki-dir or --ca/--cert/--key, not both")
-        from certs.layout import CertPaths
-
-        paths = CertPaths.in_dir(args.pki_dir, identity)
-        for path in (paths.cert, paths.key, paths.ca_bundle):
-            if not path.is_file():
-                p.error(f"--pki-dir: no such file: {path}")
-        return ConnectionFile.for_identity(
-            args.server, paths.cert, paths.key, paths.ca_bundle, args.tls_server_name
-        )
-    if not all(x is not None for x in parts):
-        p.error(
-            "an API server connection is required: --connection-file, or --server with --ca, --cert "
-            "and --key (or with --pki-dir)"
-        )
-    for flag, path in (("--ca", args.ca), ("--cert", args.cert), ("--key", args.key)):
-        if not Path(path).is_file():
-            p.error(f"{flag}: no such file: {path}")
-    return ConnectionFile.for_identity(args.server, args.cert, args.key, args.ca, args.tls_server_name)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -205,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="changed node status (images) is written at most this often per node (default 1s)")
     kub.add_argument("--delete-nodes-on-exit", action="store_true",
                      help="delete the nodes and their leases on SIGTERM / SIGINT")
-    add_connection_flags(p, "nodesim")
+    add_connection_flags(p, "nodesim", pki_stem="nodesim")
     lim = p.add_argument_group("client")
     lim.add_argument("--qps", type=non_negative_float, default=None,
                      help="QPS of node status, pod status and registration writes "

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --delete-after: how long to wait for the last deletions (default 60s)")
     pace.add_argument("--stop-grace", type=duration, default=30.0, metavar="DURATION",
                       help="on a signal, how long in-flight creates may take (default 30s)")
-    add_connection_flags(p, "workload")
+    add_connection_flags(p, "workload", pki_stem="workload")
     lim = p.add_argument_group("client")
     lim.add_argument("--qps", type=non_negative_float, default=0.0,
                      help="client QPS (default 0: unlimited; the pacing is --rate)")

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING
 
 from kse.cli.argtypes import non_negative_float
 from kse.cli.argtypes import positive_int as _positive_int
-from kse.config import ConfigError as ConnectionConfigError
+from kse.cli.connection_args import add_connection_flags, connection_from_args
 from kse.config import ConnectionFile
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
 from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
@@ -164,19 +164,7 @@ def _address(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kse scheduler", description="Run a kube-scheduler replica.")
     p.add_argument("--config", type=Path, help="a KubeSchedulerConfiguration file (default: the v1 defaults)")
-    conn = p.add_argument_group("API server connection")
-    conn.add_argument(
-        "--connection-file",
-        "--kubeconfig",
-        dest="connection_file",
-        type=Path,
-        help="a kse connection file (server, CA bundle, client cert and key); or give the parts below",
-    )
-    conn.add_argument("--server", help="API server address HOST:PORT")
-    conn.add_argument("--ca", type=Path, help="CA bundle verifying the API server")
-    conn.add_argument("--cert", type=Path, help="client certificate (the scheduler's identity)")
-    conn.add_argument("--key", type=Path, help="client key")
-    conn.add_argument("--tls-server-name", default="localhost", help="name checked in the server cert")
+    conn = add_connection_flags(p, "scheduler's")
     conn.add_argument(
         "--kube-api-qps", type=non_negative_float, default=None, help="QPS to the API server (default 50)"
     )
@@ -295,25 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="(default: %(default)s)",
     )
     return p
-
-
-def connection_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> ConnectionFile:
-    parts = (args.server, args.ca, args.cert, args.key)
-    if args.connection_file is not None:
-        if any(x is not None for x in parts):
-            p.error("give either --connection-file or --server/--ca/--cert/--key, not both")
-        try:
-            return ConnectionFile.load(args.connection_file)
-        except ConnectionConfigError as e:
-            p.error(str(e))
-    if not all(x is not None for x in parts):
-        p.error(
-            "an API server connection is required: --connection-file, or --server, --ca, --cert and --key"
-        )
-    for flag, path in (("--ca", args.ca), ("--cert", args.cert), ("--key", args.key)):
-        if not Path(path).is_file():
-            p.error(f"{flag}: no such file: {path}")
-    return ConnectionFile.for_identity(args.server, args.cert, args.key, args.ca, args.tls_server_name)
 
 
 def resolve_client_limits(args: argparse.Namespace, cfg: KubeSchedulerConfiguration) -> tuple[float, int]:
