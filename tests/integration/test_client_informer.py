@@ -15,7 +15,7 @@ import contextlib
 import itertools
 import socket
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
 from proto import kse_pb2_grpc
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory, start_apiserver
+from tests.fixtures.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -63,16 +64,6 @@ def node(name: str) -> pb.Node:
         metadata=pb.ObjectMeta(name=name),
         status=pb.NodeStatus(capacity={"cpu": "4", "memory": "8Gi"}, allocatable={"cpu": "4"}),
     )
-
-
-async def eventually(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    """Poll `check` until it holds (no fixed sleeps: a condition with a deadline)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline
-    while not check():
-        if loop.time() > end:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.01)
 
 
 def dead_address() -> str:
@@ -431,7 +422,7 @@ async def test_watch_on_a_closed_channel_ends_as_unavailable_not_cancelled(apise
         stream = cs.pods.watch("default")
         async with stream:
             reader = asyncio.create_task(stream.next_batch())
-            await eventually(lambda: stream._call is not None, "watch started")
+            await until(lambda: stream._call is not None, "watch started")
             await src.swap()  # closes the channel under the stream
             with pytest.raises(UnavailableError) as ue:
                 await reader
@@ -580,7 +571,7 @@ async def test_slow_handler_gets_the_stream_closed_and_the_informer_resumes(
             async with asyncio.timeout(DEADLINE):
                 await informer.wait_for_sync()
             await cs.pods.create(pod("trigger"))
-            await eventually(lambda: len(informer.store) == 17, "every pod delivered")
+            await until(lambda: len(informer.store) == 17, "every pod delivered")
             assert store_state(informer) == await state_of(cs)
     finally:
         stalled.set()
@@ -654,9 +645,9 @@ async def test_informer_relists_when_too_old_and_delivers_deletions(
                 await admin.pods.create(pod(name))
             rec.calls.clear()
             await src.heal()
-            await eventually(lambda: informer.reflector.lists >= 2, "a relist")
+            await until(lambda: informer.reflector.lists >= 2, "a relist")
             want = await state_of(admin)
-            await eventually(lambda: store_state(informer) == want, "store equals the server")
+            await until(lambda: store_state(informer) == want, "store equals the server")
     assert cs.metrics.count("watch", "pods", "OUT_OF_RANGE") >= 1
     deleted = [d for d in rec.deleted if d.metadata.name == "a"]
     assert len(deleted) == 1
@@ -695,7 +686,7 @@ async def test_informer_relists_after_etcd_compaction(etcd_factory: Any, pki: PK
                     await etcd.close()
                 await src.heal()
                 want = await state_of(admin)
-                await eventually(lambda: store_state(informer) == want, "store equals the server")
+                await until(lambda: store_state(informer) == want, "store equals the server")
         assert informer.reflector.lists >= 2
         assert cs.metrics.count("watch", "pods", "OUT_OF_RANGE") >= 1
         assert [d.metadata.name for d in rec.deleted] == ["keep"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from scheduler.leaderelection import (
     Strategy,
 )
 from tests.fixtures.apiserver import ApiServer
+from tests.fixtures.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -63,16 +64,6 @@ class Election:
 
     async def lease(self) -> pb.Lease:
         return await self.admin.leases.get(NS, NAME)
-
-
-async def eventually(cond: Callable[[], bool], what: str, within: float = DEADLINE) -> float:
-    """Poll `cond` until true; returns the monotonic time it became true."""
-    deadline = time.monotonic() + within
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.002)
-    return time.monotonic()
 
 
 def recording(events: list[tuple[float, str]]) -> LeaderCallbacks:
@@ -132,8 +123,8 @@ async def test_watch_three_electors_one_leader_and_takeover_on_release(apiserver
     # retryPeriod 3 s: a polling standby could not take over within the 2.5 s bound below, so
     # meeting it shows the watch acted on the release.
     async with election(apiserver, lease_duration=5.0, renew_deadline=4.0, retry_period=3.0) as el:
-        await eventually(lambda: len(el.leaders()) == 1, "a leader")
-        await eventually(lambda: all(c.elector.watch_connected for c in el.running()), "standby watches")
+        await until(lambda: len(el.leaders()) == 1, "a leader")
+        await until(lambda: all(c.elector.watch_connected for c in el.running()), "standby watches")
         (first,) = el.leaders()
         first_term = term_of(first)
         lease = await el.lease()
@@ -151,7 +142,7 @@ async def test_watch_three_electors_one_leader_and_takeover_on_release(apiserver
             assert leader.task is not None
             await leader.task
             assert leader.events[-1][1] == "stopped"
-            took_at = await eventually(lambda: len(el.leaders()) == 1, "a new leader after the release")
+            took_at = await until(lambda: len(el.leaders()) == 1, "a new leader after the release")
             assert el.leaders()[0] is not leader
             assert took_at - released_at < 2.5, f"takeover took {took_at - released_at:.3f}s"
             (new,) = el.leaders()
@@ -180,7 +171,7 @@ async def test_crashed_leader_is_replaced_only_after_the_lease_duration(
         release_on_cancel=False,
         strategy=strategy,
     ) as el:
-        await eventually(lambda: len(el.leaders()) == 1, "a leader")
+        await until(lambda: len(el.leaders()) == 1, "a leader")
         await asyncio.sleep(2 * retry_s)  # let it renew a few times
         (leader,) = el.leaders()
         assert leader.task is not None
@@ -192,7 +183,7 @@ async def test_crashed_leader_is_replaced_only_after_the_lease_duration(
         # When the dead leader saw its last renewal answered (all electors share this process's
         # monotonic clock, so the times compare): the write had landed by then.
         _, last_renewed = leader.elector.observed()
-        took_at = await eventually(lambda: len(el.leaders()) == 1, "a new leader after the crash")
+        took_at = await until(lambda: len(el.leaders()) == 1, "a new leader after the crash")
         (new,) = el.leaders()
         assert new is not leader
         new_term = term_of(new)
@@ -209,14 +200,14 @@ async def test_poll_three_electors_one_leader_then_release(apiserver: ApiServer)
     async with election(
         apiserver, lease_duration=2.0, renew_deadline=1.5, retry_period=0.3, strategy=Strategy.POLL
     ) as el:
-        await eventually(lambda: len(el.leaders()) == 1, "a leader")
+        await until(lambda: len(el.leaders()) == 1, "a leader")
         await asyncio.sleep(1.0)
         assert len(el.leaders()) == 1
         (leader,) = el.leaders()
         leader.elector.stop()
         assert leader.task is not None
         await leader.task
-        await eventually(lambda: len(el.leaders()) == 1, "a new leader after the release", within=5.0)
+        await until(lambda: len(el.leaders()) == 1, "a new leader after the release", within=5.0)
         (new,) = el.leaders()
         assert new is not leader
         lease = await el.lease()

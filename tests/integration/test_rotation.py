@@ -43,6 +43,7 @@ from kse.client.reflector import Backoff
 from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory
+from tests.fixtures.polling import until
 
 pytestmark = pytest.mark.integration
 
@@ -59,14 +60,6 @@ def pki(tmp_path: Path) -> PKI:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-
-
-async def eventually(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    end = time.monotonic() + deadline
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.01)
 
 
 def reloading(server: ApiServer, identity: str, **kwargs: object) -> ReloadingChannelSource:
@@ -173,7 +166,7 @@ class Load:
         target = len(self.bound) + more
         assert self._task is not None
         task = self._task
-        await eventually(lambda: len(self.bound) >= target or task.done(), f"{more} more binds")
+        await until(lambda: len(self.bound) >= target or task.done(), f"{more} more binds")
         if task.done():
             task.result()
 
@@ -205,9 +198,9 @@ async def test_client_leaf_rotated_mid_watch_loses_no_event(
             write = asyncio.create_task(writer())
             serials = {source.certificate.serial_number}
             for round_ in (1, 2):
-                await eventually(lambda: len(created) >= 100 * round_, "writes under way")  # noqa: B023
+                await until(lambda: len(created) >= 100 * round_, "writes under way")  # noqa: B023
                 rotate(pki.dir, "scheduler-1")
-                await eventually(lambda: source.stats.retired >= round_, "old channel retired")  # noqa: B023
+                await until(lambda: source.stats.retired >= round_, "old channel retired")  # noqa: B023
                 serials.add(source.certificate.serial_number)
             await write
             await asyncio.wait_for(informer.wait_for_revision(created[-1][1]), DEADLINE)
@@ -238,12 +231,12 @@ async def test_client_leaf_rotated_mid_bind_burst(apiserver_factory: ApiServerFa
                 done.append(await cs.pods.bind(binding(name)))
 
             binds = [asyncio.create_task(bind(n)) for n in names]
-            await eventually(lambda: len(done) >= 20 and (source.in_flight() or 0) >= 1, "binds in flight")
+            await until(lambda: len(done) >= 20 and (source.in_flight() or 0) >= 1, "binds in flight")
             rotate(pki.dir, "scheduler-1")
             assert source.reload()  # on demand, with binds in flight on the old channel
             at_swap = len(done)
             await asyncio.gather(*binds)  # any failed bind fails the test here
-            await eventually(lambda: source.stats.retired == 1, "the old channel retired")
+            await until(lambda: source.stats.retired == 1, "the old channel retired")
             await asyncio.wait_for(
                 informer.wait_for_revision(max(int(p.metadata.resource_version) for p in done)), DEADLINE
             )
@@ -287,14 +280,14 @@ async def test_serving_pair_rotated_without_restart(apiserver_factory: ApiServer
             assert "reloaded (version 2)" not in server.log()  # nothing has handshaken since
             # The connection ends at its max age (2 s + 2 s grace) and the channel makes a new one:
             # its handshake is the first since the rotation, so it is what reloads the files.
-            await eventually(lambda: grpc.ChannelConnectivity.CONNECTING in states, "a re-handshake")
+            await until(lambda: grpc.ChannelConnectivity.CONNECTING in states, "a re-handshake")
             made = await cs.pods.create(pod("after"))
             await asyncio.wait_for(informer.wait_for_revision(made.metadata.resource_version), DEADLINE)
         finally:
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
-    await eventually(lambda: "serving TLS credentials reloaded (version 2)" in server.log(), "reload logged")
+    await until(lambda: "serving TLS credentials reloaded (version 2)" in server.log(), "reload logged")
     new = await served_cert(server)
     assert new.serial_number == leaf.serial != old.serial_number
     assert server.running and server.process.pid == pid
@@ -332,7 +325,7 @@ async def test_full_ca_rotation_under_load(
                 # add: both bundles now trust old + new. The server reloads its client CAs at the next
                 # handshake: a leaf from the new CA (not used by anyone yet) is accepted.
                 rotate_ca_add(pki.dir)
-                await eventually(reloaded(2), "clients reloaded the bundle")
+                await until(reloaded(2), "clients reloaded the bundle")
                 new_ca = load_pair(pki.dir / "ca-next.crt", pki.dir / "ca-next.key")
                 probe = CertPaths("probe", tmp_path / "probe.crt", tmp_path / "probe.key", pki.ca_bundle)
                 pair = issue_leaf(new_ca, "system:kube-scheduler")
@@ -343,14 +336,14 @@ async def test_full_ca_rotation_under_load(
 
                 # switch: every leaf reissued from the new CA; the clients move to their new pairs.
                 rotate_ca_switch(pki.dir)
-                await eventually(reloaded(3), "clients reloaded their new-CA pairs")
+                await until(reloaded(3), "clients reloaded their new-CA pairs")
                 assert (await served_cert(server)).issuer == new_ca.certificate.subject
                 assert source.certificate.issuer == new_ca.certificate.subject
                 await load.progress(10)
 
                 # remove: only the new CA is trusted.
                 rotate_ca_remove(pki.dir)
-                await eventually(reloaded(4), "clients reloaded the new-only bundle")
+                await until(reloaded(4), "clients reloaded the new-only bundle")
                 await load.progress(10)
             await asyncio.wait_for(informer.wait_for_revision(load.bound[-1][1]), DEADLINE)
 

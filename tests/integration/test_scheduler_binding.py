@@ -8,9 +8,8 @@ and account the attempt as an error; the cache must end with the truth (the othe
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -21,43 +20,17 @@ from scheduler.framework.types import Code, Status
 from scheduler.profile import load_scheduler_config
 from scheduler.scheduler import Scheduler, SchedulerOptions
 from tests.fixtures.apiserver import ApiServer
+from tests.fixtures.objects import NS, cpu_pod, small_node
+from tests.fixtures.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-T = TypeVar("T")
-NS = "default"
-
-
-async def eventually(probe: Callable[[], T | Awaitable[T]], done: Callable[[T], bool], what: str) -> T:
-    deadline = time.monotonic() + 15
-    while True:
-        result = probe()
-        if isinstance(result, Awaitable):
-            result = await result
-        if done(result):  # type: ignore[arg-type]
-            return result  # type: ignore[return-value]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {result!r}")
-        await asyncio.sleep(0.02)
-
-
-def node(name: str) -> pb.Node:
-    n = pb.Node(metadata=pb.ObjectMeta(name=name, labels={"kubernetes.io/hostname": name}))
-    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "10"})
-    return n
-
-
-def pod(name: str) -> pb.Pod:
-    p = pb.Pod(metadata=pb.ObjectMeta(name=name, namespace=NS))
-    p.spec.containers.add(name="c", image="pause").resources.requests.update({"cpu": "1"})
-    return p
 
 
 @pytest.fixture
 async def env(apiserver: ApiServer) -> AsyncIterator[tuple[Scheduler, Clientset]]:
     admin = Clientset(await apiserver.channel("admin"), qps=0)
     for name in ("n1", "n2"):
-        await admin.nodes.create(node(name))
+        await admin.nodes.create(small_node(name))
     cs = Clientset(await apiserver.channel("scheduler-1"), qps=0)
     sched = Scheduler(load_scheduler_config(), cs, options=SchedulerOptions(identity="test"))
     task = asyncio.create_task(sched.run())
@@ -90,7 +63,7 @@ async def test_a_refused_bind_is_not_retried(env: tuple[Scheduler, Clientset], i
         return await real_bind(p, node_name)
 
     sched.binder.bind = bind_after_interference  # type: ignore[method-assign]
-    await admin.pods.create(pod("p"))
+    await admin.pods.create(cpu_pod("p"))
 
     def errors() -> float:
         return sched.metrics.schedule_attempts.value("error", "default-scheduler")
@@ -119,7 +92,7 @@ async def test_a_refused_bind_is_not_retried(env: tuple[Scheduler, Clientset], i
     assert sched.cache.assumed_pod_count() == 0
     # A later pod still schedules normally.
     sched.binder.bind = real_bind  # type: ignore[method-assign]
-    await admin.pods.create(pod("q"))
+    await admin.pods.create(cpu_pod("q"))
     q = await eventually(lambda: admin.pods.get(NS, "q"), lambda p: bool(p.spec.node_name), "q bound")
     assert q.spec.node_name in ("n1", "n2")
     assert sched.attempts == 2
@@ -127,7 +100,7 @@ async def test_a_refused_bind_is_not_retried(env: tuple[Scheduler, Clientset], i
 
 async def test_unschedulable_condition_written_once_per_change(env: tuple[Scheduler, Clientset]) -> None:
     sched, admin = env
-    big = pod("big")
+    big = cpu_pod("big")
     big.spec.containers[0].resources.requests["cpu"] = "64"
     await admin.pods.create(big)
     p = await eventually(
@@ -181,13 +154,13 @@ async def test_pods_waiting_at_permit_do_not_hold_binding_slots(apiserver: ApiSe
         registry=registry,
     )
     admin = Clientset(await apiserver.channel("admin"), qps=0)
-    await admin.nodes.create(node("n1"))
+    await admin.nodes.create(small_node("n1"))
     cs = Clientset(await apiserver.channel("scheduler-1"), qps=0)
     sched = Scheduler(cfg, cs, options=SchedulerOptions(max_binds_in_flight=2), registry=registry)
     task = asyncio.create_task(sched.run())
     try:
         for i in range(4):
-            await admin.pods.create(pod(f"g{i}"))
+            await admin.pods.create(cpu_pod(f"g{i}"))
         pods = await eventually(
             lambda: admin.pods.list(NS), lambda r: all(p.spec.node_name for p in r.items), "the gang bound"
         )

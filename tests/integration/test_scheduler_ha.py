@@ -39,6 +39,7 @@ from kse.client.errors import NotFoundError
 from proto import kse_pb2 as pb
 from scheduler.metrics import parse_exposition
 from scheduler.server import http_get
+from tests.fixtures import polling
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -56,17 +57,8 @@ T = TypeVar("T")
 async def eventually(
     probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, within: float = DEADLINE
 ) -> T:
-    """Poll `probe` until `done(result)`; AssertionError with the last result after `within` s."""
-    deadline = time.monotonic() + within
-    interval = 0.01
-    while True:
-        result = await probe()
-        if done(result):
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}; last: {result!r}"[:4000])
-        await asyncio.sleep(interval)
-        interval = min(0.2, interval * 1.5)
+    """`polling.eventually` with a growing pause: every probe here is a round trip to a process."""
+    return await polling.eventually(probe, done, what, within, max_interval=0.2)
 
 
 # ---------------------------------------------------------------- one replica

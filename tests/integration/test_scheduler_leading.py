@@ -11,10 +11,8 @@ a term leaves behind is forgotten, so the next term schedules the same pods clea
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 import pytest
 
@@ -24,38 +22,13 @@ from scheduler.leaderelection import LeaderTerm
 from scheduler.profile import load_scheduler_config
 from scheduler.scheduler import Scheduler, SchedulerOptions
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory
+from tests.fixtures.objects import NS, cpu_pod, small_node
+from tests.fixtures.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
-T = TypeVar("T")
-NS = "default"
 LEASE_NS, LEASE_NAME = "kube-system", "kube-scheduler"
 ME = "scheduler-1"
-
-
-async def eventually(probe: Callable[[], T | Awaitable[T]], done: Callable[[T], bool], what: str) -> T:
-    deadline = time.monotonic() + 15
-    while True:
-        result = probe()
-        if isinstance(result, Awaitable):
-            result = await result
-        if done(result):  # type: ignore[arg-type]
-            return result  # type: ignore[return-value]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {result!r}")
-        await asyncio.sleep(0.01)
-
-
-def node(name: str) -> pb.Node:
-    n = pb.Node(metadata=pb.ObjectMeta(name=name, labels={"kubernetes.io/hostname": name}))
-    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "10"})
-    return n
-
-
-def pod(name: str) -> pb.Pod:
-    p = pb.Pod(metadata=pb.ObjectMeta(name=name, namespace=NS))
-    p.spec.containers.add(name="c", image="pause").resources.requests.update({"cpu": "1"})
-    return p
 
 
 @dataclass
@@ -107,7 +80,7 @@ async def env(apiserver_factory: ApiServerFactory) -> AsyncIterator[Env]:
     server: ApiServer = await apiserver_factory("--fencing", "on")
     admin = Clientset(await server.channel("admin"), qps=0)
     for name in ("n1", "n2"):
-        await admin.nodes.create(node(name))
+        await admin.nodes.create(small_node(name))
     cs = Clientset(await server.channel(ME), qps=0)
     sched = Scheduler(load_scheduler_config(), cs, options=SchedulerOptions(identity=ME))
     e = Env(sched, admin)
@@ -132,7 +105,7 @@ async def test_a_fenced_bind_stops_the_term_at_once_and_the_next_term_schedules_
     await env.hold("scheduler-2")  # someone else took the lease since: our token is stale
     env.token = stale
     lead = asyncio.create_task(sched.lead(term))
-    await admin.pods.create(pod("p"))
+    await admin.pods.create(cpu_pod("p"))
 
     await asyncio.wait_for(lead, 15)  # the refusal ended the term: lead() returns by itself
     assert env.fenced == [stale]
@@ -177,7 +150,7 @@ async def test_stop_leading_cancels_the_binds_in_flight_and_forgets_the_term(env
 
     sched.binder.bind = stuck_bind  # type: ignore[method-assign]
     lead = asyncio.create_task(sched.lead(term))
-    await admin.pods.create(pod("p"))
+    await admin.pods.create(cpu_pod("p"))
     await asyncio.wait_for(in_bind.wait(), 15)
     assert sched.cache.assumed_pod_count() == 1 and sched.debug_state()["binds_in_flight"] == 1
 
@@ -204,7 +177,7 @@ async def test_a_leader_whose_own_clock_says_the_term_is_over_sends_nothing(env:
     env.token, term = await env.hold(ME)
     env.leader = False  # e.g. woken from a pause past its renew deadline
     lead = asyncio.create_task(sched.lead(term))
-    await admin.pods.create(pod("p"))
+    await admin.pods.create(cpu_pod("p"))
     await asyncio.wait_for(lead, 15)  # it popped, checked, and stopped
     assert sched.binder.binds == 0 and sched.binder.failures == 0
     assert sched.queue.where(f"{NS}/p") == ["active"]
@@ -213,7 +186,7 @@ async def test_a_leader_whose_own_clock_says_the_term_is_over_sends_nothing(env:
 
 async def test_a_new_leader_catches_up_with_the_acquired_revision_before_it_binds(env: Env) -> None:
     sched, admin = env.sched, env.admin
-    await admin.pods.create(pod("p"))  # pending before the term begins: in the standby's queue
+    await admin.pods.create(cpu_pod("p"))  # pending before the term begins: in the standby's queue
     await eventually(lambda: sched.queue.where(f"{NS}/p"), lambda w: w == ["active"], "p queued")
     env.token, term = await env.hold(ME)  # acquired at a revision the pod informer has not seen
     informer_rv_at_bind: list[int] = []

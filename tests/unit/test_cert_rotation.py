@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,6 +54,7 @@ from kse.client.clientset import Clientset
 from kse.client.credentials import ClientCredentialsError, ReloadingChannelSource
 from kse.client.errors import is_channel_close
 from kse.config import ConnectionFile
+from tests.fixtures.polling import until
 
 DEADLINE = 10.0
 
@@ -80,15 +80,6 @@ def _files(d: Path) -> dict[str, bytes]:
 
 def _lifetime(cert: x509.Certificate) -> timedelta:
     return cert.not_valid_after_utc - cert.not_valid_before_utc
-
-
-async def eventually(check: Callable[[], bool], what: str, deadline: float = DEADLINE) -> None:
-    """Poll `check` until it holds, or fail after `deadline` seconds."""
-    end = time.monotonic() + deadline
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for: {what}")
-        await asyncio.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------------------------- leaves
@@ -318,7 +309,7 @@ async def test_cert_renewer_renews_within_70_to_90_percent(own_pki: PKI) -> None
     rotate(own_pki.dir, "scheduler-1", ttl=timedelta(seconds=3))
     first = _cert(paths.cert)
     async with CertRenewer(own_pki.dir, "scheduler-1", rng=random.Random(1)) as renewer:
-        await eventually(lambda: len(renewer.history) >= 1, "a renewal")
+        await until(lambda: len(renewer.history) >= 1, "a renewal")
     [(serial, deadline, renewed_at), *_] = renewer.history
     assert serial == first.serial_number
     start, life = first.not_valid_before_utc, _lifetime(first)
@@ -409,7 +400,7 @@ async def test_source_swaps_channel_when_files_change(own_pki: PKI) -> None:
         assert second is not first and source.credentials.version == 2
         assert source.certificate.serial_number == leaf.serial
         assert await _serial_of(second) == leaf.serial
-        await eventually(lambda: source.stats.retired == 1, "the idle old channel closed")
+        await until(lambda: source.stats.retired == 1, "the idle old channel closed")
         with pytest.raises(grpc.aio.UsageError):
             await _serial_of(first)
     assert source.closed
@@ -423,10 +414,10 @@ async def test_source_polls_and_ignores_torn_pairs(own_pki: PKI) -> None:
         first = source.current()
         pair = issue_leaf(load_ca(own_pki.dir), "system:kube-scheduler")
         atomic_write(paths.key, pair.key_pem, 0o600)  # key first: a torn pair until the cert lands
-        await eventually(lambda: "does not match" in (source.reload_error or ""), "the torn pair seen")
+        await until(lambda: "does not match" in (source.reload_error or ""), "the torn pair seen")
         assert source.current() is first and source.stats.swaps == 0
         atomic_write(paths.cert, pair.cert_pem)
-        await eventually(lambda: source.current() is not first, "the poll picked the pair up")
+        await until(lambda: source.current() is not first, "the poll picked the pair up")
         assert await _serial_of(source.current()) == pair.serial
 
 
@@ -436,19 +427,19 @@ async def test_in_flight_unary_call_survives_the_swap_and_streams_end(own_pki: P
         stream = old.unary_stream(STREAM)(b"")
         assert await stream.read() == b"first"
         slow = asyncio.create_task(_serial_of(old, SLOW))
-        await eventually(lambda: server.slow_started == 1, "the slow call reached the server")
+        await until(lambda: server.slow_started == 1, "the slow call reached the server")
 
         rotate(own_pki.dir, "scheduler-1")
         assert source.reload()
         new = source.current()
         assert await _serial_of(new) == source.certificate.serial_number
         # The old channel stays open while its unary call runs (the stream does not hold it).
-        await eventually(lambda: source.stats.drained_calls == 1, "the retirement waiting for the call")
+        await until(lambda: source.stats.drained_calls == 1, "the retirement waiting for the call")
         assert source.retiring == 1 and not slow.done()
 
         server.release.set()
         assert await slow  # answered on the old channel, with the old cert
-        await eventually(lambda: source.stats.retired == 1, "the old channel closed after its call")
+        await until(lambda: source.stats.retired == 1, "the old channel closed after its call")
         assert source.stats.drained_calls == 1 and source.stats.cut_calls == 0
         try:
             await stream.read()
@@ -474,7 +465,7 @@ async def test_renewal_point_calls_the_renewer_and_swaps_before_expiry(
         first = source.certificate
         renew_at = source.renew_at
         assert 0.7 <= (renew_at - first.not_valid_before_utc) / _lifetime(first) <= 0.9
-        await eventually(lambda: source.stats.swaps == 1, "renewed at the renewal point")
+        await until(lambda: source.stats.swaps == 1, "renewed at the renewal point")
         assert renew_at < first.not_valid_after_utc
         assert source.stats.renewal_points == 1 and renewer.renewals == 1
         assert await _serial_of(source.current()) == source.certificate.serial_number != first.serial_number
@@ -485,7 +476,7 @@ async def test_renewal_point_calls_the_renewer_and_swaps_before_expiry(
     caplog.set_level(logging.WARNING, logger="kse.client.credentials")
     async with _Server(own_pki) as server, server.source(poll_interval=None) as source:
         expires = source.certificate.not_valid_after_utc
-        await eventually(lambda: "expired at" in caplog.text, "the expiry error", deadline=5)
+        await until(lambda: "expired at" in caplog.text, "the expiry error", within=5)
         assert datetime.now(UTC) >= expires
         assert source.stats.renewal_points == 1 and source.stats.swaps == 0
 
