@@ -7,6 +7,7 @@ One definition so every command refuses a bad number with the same words; each r
 from __future__ import annotations
 
 import argparse
+import re
 
 
 def _int(text: str) -> int:
@@ -52,4 +53,21 @@ def non_negative_float(text: str) -> float:
     value = _float(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def positive_duration(text: str) -> float:
+    """Seconds > 0, from a Go duration ("90s", "10m", "1h30m", "500ms") or a plain number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
+        if not text or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)") from None
+        value = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
     return value

@@ -3,6 +3,8 @@
     kse up                                   # etcd, API server, 3 schedulers, 100 nodes, 20 pods/s
     kse up --duration 60 --json              # run a minute, then print one JSON summary
     kse --config ~/.kse/config.json get pods # from another terminal
+    kse up --cert-ttl 10m                    # short-lived certificates, renewed while it runs
+    kse up --partition-proxies               # each replica behind a proxy chaos can cut
 
 Everything lives under --data-dir (default ~/.kse; see kse.up.topology for the layout); the admin
 connection file is D/config.json, which is also the CLI's default when D is ~/.kse. Ctrl-C or SIGTERM
@@ -27,11 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from kse.cli.argtypes import non_negative_float, non_negative_int, positive_duration, positive_int
+
 if TYPE_CHECKING:  # imported when the command runs, so `kse --help` stays fast
     from kse.up.status import StatusSnapshot
     from kse.up.topology import Cluster, ClusterPlan
 
 DEFAULT_DATA_DIR = Path("~/.kse")
+# The floor of --cert-ttl; the same number as kse.up.topology.MIN_CERT_TTL (not imported here, so
+# `kse --help` stays fast; a unit test holds them equal).
+MIN_CERT_TTL_S = 30.0
 LINE_EVERY_S = 5.0  # compact status line interval when stdout is not a terminal
 REFRESH_S = 1.0
 
@@ -49,10 +56,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULT_DATA_DIR,
         help="certs, etcd data, logs and the connection file (default ~/.kse)",
     )
-    p.add_argument("--replicas", type=_int_min(1), default=3, help="scheduler replicas (default 3)")
-    p.add_argument("--nodes", type=_int_min(0), default=100, help="simulated nodes (default 100)")
-    p.add_argument("--rate", type=_float_min(0), default=20.0, help="workload pods per second (default 20)")
-    p.add_argument("--workload-total", type=_int_min(1), metavar="N", help="stop the workload after N pods")
+    p.add_argument("--replicas", type=positive_int, default=3, help="scheduler replicas (default 3)")
+    p.add_argument("--nodes", type=non_negative_int, default=100, help="simulated nodes (default 100)")
+    p.add_argument(
+        "--rate", type=non_negative_float, default=20.0, help="workload pods per second (default 20)"
+    )
+    p.add_argument("--workload-total", type=positive_int, metavar="N", help="stop the workload after N pods")
     p.add_argument("--no-workload", action="store_true", help="do not run the workload")
     p.add_argument(
         "--etcd-members", type=int, choices=(1, 3, 5), default=1, help="etcd cluster size (default 1)"
@@ -61,9 +70,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     le.add_argument(
         "--election", choices=("watch", "poll"), default="watch", help="standby strategy (default watch)"
     )
-    le.add_argument("--lease-duration", type=_float_min(0), default=15.0, metavar="S", help="(default 15)")
-    le.add_argument("--renew-deadline", type=_float_min(0), default=10.0, metavar="S", help="(default 10)")
-    le.add_argument("--retry-period", type=_float_min(0), default=2.0, metavar="S", help="(default 2)")
+    le.add_argument(
+        "--lease-duration", type=non_negative_float, default=15.0, metavar="S", help="(default 15)"
+    )
+    le.add_argument(
+        "--renew-deadline", type=non_negative_float, default=10.0, metavar="S", help="(default 10)"
+    )
+    le.add_argument("--retry-period", type=non_negative_float, default=2.0, metavar="S", help="(default 2)")
     le.add_argument(
         "--on-lost-lease",
         choices=("exit", "standby"),
@@ -71,7 +84,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a leader that loses the lease exits (then is restarted, as upstream) or stands by "
         "(default exit)",
     )
-    p.add_argument("--duration", type=_float_min(0), metavar="S", help="run S seconds after ready, then stop")
+    tls = p.add_argument_group("certificates and links")
+    tls.add_argument(
+        "--cert-ttl",
+        type=cert_ttl,
+        metavar="DURATION",
+        help="short-lived certificates: every leaf lives DURATION (e.g. 10m, 90s; at least "
+        f"{MIN_CERT_TTL_S:g}s) and kse up renews each at a jittered 70-90 %% of it while it runs; "
+        "the components re-read their files without restarting (default: 1-year certificates)",
+    )
+    tls.add_argument(
+        "--etcd-tls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="etcd serves over mTLS; the API server uses the apiserver-etcd-client pair (default on)",
+    )
+    tls.add_argument(
+        "--partition-proxies",
+        action="store_true",
+        help="put a TCP proxy between each scheduler replica and the API server (what chaos "
+        "partitions cut), listed in D/run/cluster.json",
+    )
+    tls.add_argument(
+        "--rpc-error-logs",
+        action="store_true",
+        help="the schedulers, nodesim and the workload log every failed RPC to D/run/rpc-errors-<name>.jsonl",
+    )
+    p.add_argument(
+        "--duration", type=non_negative_float, metavar="S", help="run S seconds after ready, then stop"
+    )
     p.add_argument("--json", action="store_true", help="no live view; print one JSON summary at the end")
     p.add_argument("--fresh", action="store_true", help="new PKI, empty etcd, no old logs")
     p.add_argument(
@@ -83,30 +124,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_cmd_up)
 
 
-def _int_min(low: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
-def _float_min(low: float) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low:g}, got {text}")
-        return value
-
-    return parse
+def cert_ttl(text: str) -> float:
+    """--cert-ttl: a duration (10m, 90s, 1h) of at least MIN_CERT_TTL_S."""
+    value = positive_duration(text)
+    if value < MIN_CERT_TTL_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too short to renew: certificates are renewed at 70-90 % of their life and "
+            f"every process needs time to re-read them; use at least {MIN_CERT_TTL_S:g}s"
+        )
+    return value
 
 
 def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
@@ -129,8 +155,12 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
             on_lost_lease=args.on_lost_lease,
         ),
         fresh=args.fresh,
+        etcd_tls=args.etcd_tls,
         restart_policy=BackoffPolicy(),
         log_level=args.log_level,
+        cert_ttl=args.cert_ttl,
+        partition_proxies=args.partition_proxies,
+        rpc_error_logs=args.rpc_error_logs,
     )
 
 
@@ -372,4 +402,8 @@ def build_summary(
         "logs_dir": str(plan.logs_dir),
         "audit_logs": [str(p) for p in cluster.audit_logs],
         "run_id": cluster.run_id,
+        "cluster_file": str(plan.cluster_file),
+        "cert_ttl_s": plan.cert_ttl,
+        "cert_renewals": cluster.cert_renewals(),
+        "proxies": {name: proxy.address for name, proxy in cluster.proxies.items()},
     }

@@ -234,6 +234,7 @@ class StatusSnapshot:
     hint: str = ""
     leader_election: bool = True
     notes: tuple[str, ...] = ()
+    certs: str = ""  # short-lived certificates: renewals so far, the next one ("" when off)
 
 
 # ---------------------------------------------------------------------------------------------- tracker
@@ -386,6 +387,7 @@ class StatusTracker:
         hint: str = "",
         leader_election: bool = True,
         notes: Sequence[str] = (),
+        certs: str = "",
     ) -> StatusSnapshot:
         now = self.clock()
         lease = self.lease_history.current
@@ -417,6 +419,7 @@ class StatusTracker:
             hint=hint,
             leader_election=leader_election,
             notes=tuple(notes),
+            certs=certs,
         )
 
 
@@ -527,6 +530,8 @@ def render_screen(snap: StatusSnapshot, *, color: bool = True) -> list[str]:
         procs.append(f"{proc.name} {state}")
     if procs:
         lines.append("processes: " + ", ".join(procs))
+    if snap.certs:
+        lines.append(snap.certs)
     for note in snap.notes:
         lines.append(_paint(note, _YELLOW, color))
     lines.append("")

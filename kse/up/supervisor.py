@@ -142,8 +142,10 @@ class Supervisor:
         sleep: Callable[[float], Awaitable[None]] | None = None,
         poll_interval: float = POLL_INTERVAL,
         on_restart: Callable[[RestartRecord], None] | None = None,
+        on_exit: Callable[[RestartRecord], None] | None = None,
     ) -> None:
         self.policy = policy or BackoffPolicy()
+        self.on_exit = on_exit  # an exit was noticed (before any backoff): kse up rewrites cluster.json
         self.clock = clock
         self.wall = wall
         self._sleep = sleep
@@ -299,6 +301,11 @@ class Supervisor:
             delay = 0.0
         record = RestartRecord(item.name, code, self.wall(), uptime, delay)
         item.history.append(record)
+        if self.on_exit is not None:
+            try:
+                self.on_exit(record)
+            except Exception:
+                log.exception("on_exit callback failed")
         if counted:
             log.warning(
                 "%s exited (code %s) after %.1f s; restarting in %g s",

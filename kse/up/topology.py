@@ -31,6 +31,56 @@ shutdown makes sure that no process of any start is left.
 Leader election: `--leader-elect=true` and its flags are passed when `kse scheduler --help` offers
 them (probed at start). Until then, TEMPORARY FALLBACK: a single replica with `--leader-elect=false`
 runs, and the status says so (`Cluster.leader_election` is False).
+
+Options of the plan that change the topology (all off by default):
+
+* `etcd_tls` (default on): etcd serves clients over mTLS with the `etcd-server` pair; the API server
+  reaches it with the `apiserver-etcd-client` pair (`--etcd-ca/--etcd-cert/--etcd-key`, which it
+  reloads when they change). etcd 3.5 reads its serving pair from disk at every handshake, so a
+  renewed `etcd-server` pair is served without a restart (tests/integration/test_up_certs.py checks it).
+* `cert_ttl`: short-lived certificates. Every leaf of D/pki is (re)issued with that lifetime at
+  start, and `kse up` runs one `certs.rotation.CertRenewer` per leaf for as long as the cluster
+  runs, renewing it at a jittered 70-90 % of its life, as the kube-controller-manager's CSR signer
+  serves a kubelet's certificate manager (kse has no CSR API, and `kse up` holds the CA key path).
+  The components notice the new files themselves (their channel sources poll them every second; the
+  API server and etcd load their serving pairs per handshake).
+* `partition_proxies`: each scheduler replica reaches the API server through its own
+  `chaos.proxy.PartitionProxy` (`Cluster.proxies`), started before the replicas and stopped after
+  them; its connection file names the proxy. A partition is then `cluster.proxies[name].partition()`.
+* `rpc_error_logs`: each client component whose `--help` offers `--rpc-error-log` appends its failed
+  RPCs to D/run/rpc-errors-<name>.jsonl.
+* `replica_args`: extra `kse scheduler` flags for one replica (after `scheduler_args`).
+
+D/run/cluster.json describes the running cluster for other processes (`kse chaos run --attach D`).
+It is rewritten atomically (a temp file, then rename) whenever a process starts or exits, and removed
+when the cluster stops. Schema (version 1):
+
+    {
+      "version": 1,
+      "owner_pid": 4242,                      # the `kse up` (or Cluster) process
+      "updated_at": "2024-05-01T12:00:00.123+00:00",
+      "data_dir": "...", "pki_dir": "...", "run_dir": "...", "logs_dir": "...",
+      "connection_file": ".../config.json",   # the admin connection file
+      "connections_dir": ".../connections",    # <identity>.json per client identity
+      "audit_log": ".../audit/audit.jsonl",   # null when the API server has no --audit-log
+      "apiserver": "127.0.0.1:PORT",          # null before it is ready
+      "etcd_endpoints": ["https://127.0.0.1:PORT"],
+      "etcd_tls": true,
+      "cert_ttl_s": 600.0,                    # null: long-lived certificates, no renewal
+      "lease": {"namespace": "kube-system", "name": "kube-scheduler", "duration_s": 15.0},
+      "processes": {                          # every process of the topology, in start order
+        "scheduler-1": {
+          "role": "scheduler",                # etcd | apiserver | scheduler | nodesim | workload
+          "pid": 1234,                        # null while it is not running (exited, in backoff)
+          "running": true,
+          "paused": false,                    # SIGSTOPped
+          "identity": "scheduler-1_0a1b2c3d", # its current lease identity (null for non-schedulers)
+          "proxy": "127.0.0.1:PORT",          # the partition proxy it goes through, or null
+          "rpc_error_log": ".../rpc-errors-scheduler-1.jsonl",   # or null
+          "log": ".../logs/scheduler-1.log"
+        }, ...
+      }
+    }
 """
 
 from __future__ import annotations
@@ -40,6 +90,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -47,7 +98,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -55,8 +106,10 @@ from types import TracebackType
 from typing import IO, Any
 
 from certs.layout import PKI, CertPaths, leaf_specs
-from certs.pki import init_pki, issue_spec, load_ca, write_pair
-from kse.client.channel import secure_channel
+from certs.pki import LEAF_TTL, init_pki, issue_spec, load_ca, write_pair
+from certs.rotation import CertRenewer
+from chaos.proxy import PartitionProxy
+from kse.client.channel import channel_source_from_connection
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
 from kse.config import ConnectionFile
@@ -82,6 +135,15 @@ STRATEGIES = ("watch", "poll")
 ON_LOST_LEASE = ("exit", "standby")
 _CERT_MIN_VALIDITY = timedelta(hours=1)
 _PROBE_TIMEOUT = 60.0
+# The shortest `cert_ttl`: renewal comes at 70-90 % of the life (counted from the backdated
+# not-before), which leaves at worst ~10 % of it for every holder to re-read its files (clients poll
+# every second) and for a renewal that failed to be retried. Below 30 s that margin is ~3 s: too thin
+# on a loaded 2-core machine.
+MIN_CERT_TTL = 30.0
+CLUSTER_FILE_NAME = "cluster.json"
+CLUSTER_FILE_VERSION = 1
+RPC_ERROR_LOG_FLAG = "--rpc-error-log"
+_RUN_FILE_POLL = 0.2  # how often the cluster.json watcher looks for exits nobody reported
 
 
 class UpError(RuntimeError):
@@ -154,6 +216,13 @@ class ClusterPlan:
     scheduler_args: tuple[str, ...] = ()
     nodesim_args: tuple[str, ...] = ()
     workload_args: tuple[str, ...] = ()
+    # Extra `kse scheduler` args for one replica by name ("scheduler-2": [...]), after scheduler_args.
+    replica_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # Short-lived certificates: every leaf lives this many seconds and is renewed (module doc).
+    cert_ttl: float | None = None
+    min_cert_ttl: float = MIN_CERT_TTL  # the floor `problems()` holds cert_ttl to
+    partition_proxies: bool = False  # each replica reaches the API server through its own proxy
+    rpc_error_logs: bool = False  # clients log failed RPCs to D/run/rpc-errors-<name>.jsonl
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().absolute()
@@ -170,6 +239,21 @@ class ClusterPlan:
             out.append(f"workload total must be >= 1, got {self.workload_total}")
         if self.etcd_members < 1:
             out.append(f"etcd members must be >= 1, got {self.etcd_members}")
+        if not self.min_cert_ttl > 0:
+            out.append(f"min_cert_ttl must be > 0, got {self.min_cert_ttl:g}")
+        if self.cert_ttl is not None and not (self.min_cert_ttl <= self.cert_ttl < math.inf):
+            out.append(
+                f"cert TTL must be at least {self.min_cert_ttl:g}s (certificates are renewed at 70-90 % "
+                f"of their life and every holder needs time to re-read them), got {self.cert_ttl:g}s"
+            )
+        names = set(self.scheduler_names())
+        for name, args in self.replica_args.items():
+            if name not in names:
+                out.append(
+                    f"replica_args names {name!r}, which is not a replica; have: {', '.join(sorted(names))}"
+                )
+            if isinstance(args, str | bytes) or not all(isinstance(a, str) for a in args):
+                out.append(f"replica_args[{name!r}] must be a list of strings, got {args!r}")
         return out
 
     # ------------------------------------------------------------------ layout
@@ -212,6 +296,20 @@ class ClusterPlan:
     def log_path(self, name: str) -> Path:
         return self.logs_dir / f"{name}.log"
 
+    @property
+    def cluster_file(self) -> Path:
+        """D/run/cluster.json: the running cluster, for `kse chaos run --attach` (module doc)."""
+        return self.run_dir / CLUSTER_FILE_NAME
+
+    def rpc_error_log_path(self, name: str) -> Path:
+        """Where client component `name` appends its failed RPCs (the record's client is `name`)."""
+        return self.run_dir / f"rpc-errors-{name}.jsonl"
+
+    def _rpc_error_log_args(self, name: str, flags: frozenset[str]) -> list[str]:
+        if self.rpc_error_logs and RPC_ERROR_LOG_FLAG in flags:
+            return [RPC_ERROR_LOG_FLAG, str(self.rpc_error_log_path(name))]
+        return []
+
     def scheduler_names(self, replicas: int | None = None) -> list[str]:
         return [f"scheduler-{i}" for i in range(1, (self.replicas if replicas is None else replicas) + 1)]
 
@@ -225,6 +323,16 @@ class ClusterPlan:
         args = ["--connection-file", str(self.connection_file), "--log-level", self.log_level]
         if features.audit_log:
             args += ["--audit-log", str(self.audit_log)]
+        if self.etcd_tls and "--etcd-cert" in features.apiserver_flags:
+            # Named explicitly (the API server would derive them from --pki-dir too): these are the
+            # files it reloads when `kse certs rotate --identity apiserver-etcd-client` or the
+            # renewer rewrites them.
+            etcd_client = CertPaths.in_dir(self.pki_dir, "apiserver-etcd-client")
+            args += [
+                "--etcd-ca", str(etcd_client.ca_bundle),
+                "--etcd-cert", str(etcd_client.cert),
+                "--etcd-key", str(etcd_client.key),
+            ]  # fmt: skip
         return args + list(self.apiserver_args)
 
     def scheduler_argv(
@@ -260,9 +368,10 @@ class ClusterPlan:
             for flag, value in wanted.items():
                 if flag in features.scheduler_flags:
                     argv += [flag, value]
-        return argv + list(self.scheduler_args)
+        argv += self._rpc_error_log_args(name, features.scheduler_flags)
+        return argv + list(self.scheduler_args) + list(self.replica_args.get(name, ()))
 
-    def nodesim_argv(self) -> list[str]:
+    def nodesim_argv(self, features: Features | None = None) -> list[str]:
         return [
             *_kse(),
             "nodesim",
@@ -270,10 +379,11 @@ class ClusterPlan:
             "--connection-file", str(self.connection_path("nodesim")),
             "--ready-file", str(self.ready_path("nodesim")),
             "--log-level", self.log_level,
+            *self._rpc_error_log_args("nodesim", features.nodesim_flags if features else frozenset()),
             *self.nodesim_args,
         ]  # fmt: skip
 
-    def workload_argv(self, run_id: str) -> list[str]:
+    def workload_argv(self, run_id: str, features: Features | None = None) -> list[str]:
         argv = [
             *_kse(),
             "workload",
@@ -286,6 +396,7 @@ class ClusterPlan:
         ]  # fmt: skip
         if self.workload_total is not None:
             argv += ["--total", str(self.workload_total)]
+        argv += self._rpc_error_log_args("workload", features.workload_flags if features else frozenset())
         return argv + list(self.workload_args)
 
 
@@ -307,6 +418,8 @@ class Features:
     scheduler_flags: frozenset[str] = frozenset()
     apiserver_flags: frozenset[str] = frozenset()
     scheduler_help: str = ""
+    nodesim_flags: frozenset[str] = frozenset()  # probed only when a plan needs them (rpc_error_logs)
+    workload_flags: frozenset[str] = frozenset()
 
     @property
     def leader_election(self) -> bool:
@@ -319,6 +432,15 @@ class Features:
     @property
     def audit_log(self) -> bool:
         return "--audit-log" in self.apiserver_flags
+
+    def rpc_error_log(self, component: str) -> bool:
+        """Whether `kse <component>` (scheduler, nodesim, workload) takes --rpc-error-log."""
+        flags = {
+            "scheduler": self.scheduler_flags,
+            "nodesim": self.nodesim_flags,
+            "workload": self.workload_flags,
+        }.get(component, frozenset())
+        return RPC_ERROR_LOG_FLAG in flags
 
 
 def _flags(help_text: str) -> frozenset[str]:
@@ -346,43 +468,71 @@ def _help(component: str) -> str:
     return out.stdout
 
 
-async def probe_features() -> Features:
-    """Ask `kse scheduler --help` and `kse apiserver --help` (in parallel) which flags they have."""
-    sched, api = await asyncio.gather(
-        asyncio.to_thread(_help, "scheduler"), asyncio.to_thread(_help, "apiserver")
+async def probe_features(*, clients: bool = False) -> Features:
+    """Ask `kse scheduler --help` and `kse apiserver --help` (in parallel) which flags they have;
+    with `clients`, `kse nodesim --help` and `kse workload --help` too."""
+    components = ["scheduler", "apiserver", *(["nodesim", "workload"] if clients else [])]
+    helps = await asyncio.gather(*(asyncio.to_thread(_help, c) for c in components))
+    found = dict(zip(components, helps, strict=True))
+    return Features(
+        scheduler_flags=_flags(found["scheduler"]),
+        apiserver_flags=_flags(found["apiserver"]),
+        scheduler_help=found["scheduler"],
+        nodesim_flags=_flags(found.get("nodesim", "")),
+        workload_flags=_flags(found.get("workload", "")),
     )
-    return Features(scheduler_flags=_flags(sched), apiserver_flags=_flags(api), scheduler_help=sched)
 
 
 # ---------------------------------------------------------------------------------------------- PKI
 
 
+def leaf_stems(replicas: int) -> list[str]:
+    """The leaves `kse up` issues (and, with `cert_ttl`, renews), for `replicas` scheduler replicas."""
+    return [spec.stem for spec in leaf_specs(scheduler_replicas=replicas)]
+
+
 def ensure_pki(plan: ClusterPlan, replicas: int) -> tuple[PKI, list[str]]:
     """The PKI under D/pki: made if absent; reused otherwise, with any identity that is missing or
-    expires within the hour (re)issued from the same CA. Returns it and what was done."""
+    expires within the hour (re)issued from the same CA. With `plan.cert_ttl`, every leaf is
+    (re)issued now with that lifetime (no process runs yet; the renewers keep them fresh from here).
+    Returns it and what was done."""
+    from certs.rotation import pki_lock
+
     pki_dir = plan.pki_dir
     specs = leaf_specs(scheduler_replicas=replicas)
+    short = None if plan.cert_ttl is None else timedelta(seconds=plan.cert_ttl)
     if not (pki_dir / "ca.crt").is_file() or not (pki_dir / "ca.key").is_file():
-        pki = init_pki(pki_dir, scheduler_replicas=replicas, overwrite=(pki_dir / "ca.crt").exists())
-        return pki, [f"PKI written to {pki_dir}"]
+        pki = init_pki(
+            pki_dir,
+            scheduler_replicas=replicas,
+            overwrite=(pki_dir / "ca.crt").exists(),
+            leaf_ttl=short or LEAF_TTL,
+        )
+        lifetime = "" if short is None else f", leaves valid {plan.cert_ttl:g}s"
+        return pki, [f"PKI written to {pki_dir}{lifetime}"]
     from cryptography import x509
 
-    ca = load_ca(pki_dir)
-    if ca.certificate.not_valid_after_utc < datetime.now(UTC) + _CERT_MIN_VALIDITY:
-        raise UpError(f"the CA in {pki_dir} has expired (or expires within the hour); run with --fresh")
-    done: list[str] = []
-    for spec in specs:
-        paths = CertPaths.in_dir(pki_dir, spec.stem)
-        reason = ""
-        if not paths.cert.is_file() or not paths.key.is_file():
-            reason = "missing"
-        else:
-            cert = x509.load_pem_x509_certificate(paths.cert.read_bytes())
-            if cert.not_valid_after_utc < datetime.now(UTC) + _CERT_MIN_VALIDITY:
-                reason = "expiring"
-        if reason:
-            write_pair(paths, issue_spec(ca, spec))
-            done.append(f"issued {spec.stem} ({reason})")
+    with pki_lock(pki_dir):  # a `kse certs rotate-ca` running against this dir must not interleave
+        ca = load_ca(pki_dir)
+        if ca.certificate.not_valid_after_utc < datetime.now(UTC) + _CERT_MIN_VALIDITY:
+            raise UpError(f"the CA in {pki_dir} has expired (or expires within the hour); run with --fresh")
+        done: list[str] = []
+        for spec in specs:
+            paths = CertPaths.in_dir(pki_dir, spec.stem)
+            reason = ""
+            if not paths.cert.is_file() or not paths.key.is_file():
+                reason = "missing"
+            elif short is not None:
+                reason = f"short-lived, {plan.cert_ttl:g}s"
+            else:
+                cert = x509.load_pem_x509_certificate(paths.cert.read_bytes())
+                if cert.not_valid_after_utc < datetime.now(UTC) + _CERT_MIN_VALIDITY:
+                    reason = "expiring"
+            if reason:
+                write_pair(paths, issue_spec(ca, spec, ttl=short or LEAF_TTL))
+                done.append(f"issued {spec.stem} ({reason})")
+    if short is not None and done:
+        done = [f"issued {len(done)} leaves valid {plan.cert_ttl:g}s in {pki_dir}"]
     return PKI.from_dir(pki_dir), done or [f"PKI reused from {pki_dir}"]
 
 
@@ -653,8 +803,13 @@ class Cluster:
         # The status once the workload, schedulers and nodesim have stopped (before the API server).
         self.final_snapshot: StatusSnapshot | None = None
         self.notes: list[str] = []
+        # With plan.cert_ttl: one renewer per leaf stem, for as long as the cluster runs.
+        self.renewers: dict[str, CertRenewer] = {}
+        # With plan.partition_proxies: replica name -> the proxy between it and the API server.
+        self.proxies: dict[str, PartitionProxy] = {}
         self._lock_file: IO[str] | None = None
         self._channel: Any = None
+        self._run_file_seen: object = None  # what cluster.json last said about the processes
         self._pids: dict[int, str] = {}
         self._stacks: dict[str, contextlib.AsyncExitStack] = {}
         self._stopping = False
@@ -669,6 +824,15 @@ class Cluster:
     @property
     def connection_file(self) -> Path:
         return self.plan.connection_file
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.plan.pki_dir
+
+    @property
+    def cluster_file(self) -> Path:
+        """D/run/cluster.json (exists while the cluster runs; schema in the module doc)."""
+        return self.plan.cluster_file
 
     @property
     def leader_election(self) -> bool:
@@ -777,8 +941,10 @@ class Cluster:
         else:
             await api.terminate(grace)
         api.start()
+        self._write_run_files()
         await api.wait_ready(self.plan.ready_timeout)
         self._note_pids()
+        self._write_cluster_file()
 
     def kill_all(self) -> None:
         """SIGKILL every process at once (a second Ctrl-C); the ordered shutdown then finds them gone."""
@@ -808,7 +974,139 @@ class Cluster:
             hint=self.plan.cli_hint,
             leader_election=self.leader_election,
             notes=self.notes,
+            certs=self.cert_status_line(),
         )
+
+    # ------------------------------------------------------------------ certificates
+
+    def cert_renewals(self) -> dict[str, dict[str, Any]]:
+        """Per leaf stem: renewals done so far and the next planned one (ISO time), with cert_ttl."""
+        out: dict[str, dict[str, Any]] = {}
+        for stem, r in sorted(self.renewers.items()):
+            out[stem] = {
+                "renewals": r.renewals,
+                "next_renewal": r.deadline.isoformat(timespec="seconds") if r.deadline else None,
+            }
+            if r.last_error is not None:
+                out[stem]["last_error"] = str(r.last_error)
+        return out
+
+    def cert_status_line(self) -> str:
+        """One status line: renewals so far and the next one ("" without short-lived certs)."""
+        if not self.renewers:
+            return ""
+        total = sum(r.renewals for r in self.renewers.values())
+        planned = [(r.deadline, stem) for stem, r in self.renewers.items() if r.deadline is not None]
+        line = f"certs: ttl {self.plan.cert_ttl:g}s, {total} renewals across {len(self.renewers)} identities"
+        if planned:
+            when, stem = min(planned)
+            line += f", next {stem} in {max(0.0, (when - datetime.now(UTC)).total_seconds()):.0f}s"
+        failing = sorted(stem for stem, r in self.renewers.items() if r.last_error is not None)
+        if failing:
+            line += f"; renewal errors: {', '.join(failing)}"
+        return line
+
+    async def _start_renewers(self, pki: PKI) -> None:
+        ttl = self.plan.cert_ttl
+        if ttl is None:
+            return
+        for stem in leaf_stems(max(3, self.plan.replicas)):
+            if stem in pki:
+                renewer = CertRenewer(pki.dir, stem, timedelta(seconds=ttl))
+                self.renewers[stem] = renewer
+                await self._enter("renewers", renewer)
+        self.progress(f"renewing {len(self.renewers)} short-lived certificates at 70-90 % of {ttl:g}s")
+
+    # ------------------------------------------------------------------ D/run/cluster.json
+
+    def cluster_info(self) -> dict[str, Any]:
+        """What D/run/cluster.json holds (schema in the module doc)."""
+        plan = self.plan
+        procs: dict[str, dict[str, Any]] = {}
+        for name, proc in self.processes():
+            role = _role_of(name, proc, self)
+            running = proc.running
+            proxy = self.proxies.get(name)
+            rpc_log = None
+            if plan.rpc_error_logs and role in ("scheduler", "nodesim", "workload"):
+                if self.features.rpc_error_log(role):
+                    rpc_log = str(plan.rpc_error_log_path(name))
+            procs[name] = {
+                "role": role,
+                "pid": proc.pid if running else None,
+                "running": running,
+                "paused": bool(proc.paused and running),
+                "identity": (proc.identity or None) if isinstance(proc, SchedulerProcess) else None,
+                "proxy": proxy.address if proxy is not None else None,
+                "rpc_error_log": rpc_log,
+                "log": str(proc.log_path),
+            }
+        api = self.apiserver
+        return {
+            "version": CLUSTER_FILE_VERSION,
+            "owner_pid": os.getpid(),
+            "updated_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "data_dir": str(plan.data_dir),
+            "pki_dir": str(plan.pki_dir),
+            "run_dir": str(plan.run_dir),
+            "logs_dir": str(plan.logs_dir),
+            "connection_file": str(plan.connection_file),
+            "connections_dir": str(plan.connections_dir),
+            "audit_log": str(plan.audit_log) if self.features.audit_log else None,
+            "apiserver": api.ready_info.get("address") if api is not None and api.ready_info else None,
+            "etcd_endpoints": list(self.etcd.endpoints) if self.etcd is not None else [],
+            "etcd_tls": plan.etcd_tls,
+            "cert_ttl_s": plan.cert_ttl,
+            "lease": {
+                "namespace": plan.election.lease_namespace,
+                "name": plan.election.lease_name,
+                "duration_s": plan.election.lease_duration,
+            },
+            "processes": procs,
+        }
+
+    def _process_signature(self) -> object:
+        return tuple(
+            (name, p.pid, p.running, p.paused, getattr(p, "identity", ""), p.ready_info is not None)
+            for name, p in self.processes()
+        )
+
+    def _write_cluster_file(self) -> None:
+        """Rewrite D/run/cluster.json atomically (temp file + rename: readers see old or new)."""
+        if self._lock_file is None or self._stopped:
+            return  # only the run that owns the data dir writes it
+        self._run_file_seen = self._process_signature()
+        path = self.plan.cluster_file
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(self.cluster_info(), indent=1) + "\n")
+            os.replace(tmp, path)
+        except OSError as e:
+            log.warning("cannot write %s: %s", path, e)
+
+    def _write_run_files(self) -> None:
+        self._write_pid_table()
+        self._write_cluster_file()
+
+    @contextlib.asynccontextmanager
+    async def _run_file_watcher(self) -> AsyncIterator[None]:
+        """Rewrite cluster.json on any start or exit nobody reported (a handle restarted directly,
+        an etcd member killed by chaos, the workload finishing): polls the process table."""
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(_RUN_FILE_POLL)
+                if self._process_signature() != self._run_file_seen:
+                    self._note_pids()
+                    self._write_run_files()
+
+        task = asyncio.create_task(watch(), name="cluster-file-watcher")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # ------------------------------------------------------------------ lifetime
 
@@ -855,11 +1153,12 @@ class Cluster:
             d.mkdir(parents=True, exist_ok=True)
         self._check_etcd_layout()
 
-        probe = asyncio.create_task(probe_features(), name="probe-features")
+        probe = asyncio.create_task(probe_features(clients=plan.rpc_error_logs), name="probe-features")
         try:
             pki, done = await asyncio.to_thread(ensure_pki, plan, max(3, plan.replicas))
             self.pki = pki
             say("; ".join(done))
+            await self._start_renewers(pki)
 
             # etcd
             say(f"starting etcd ({plan.etcd_members} member{'s' if plan.etcd_members > 1 else ''})")
@@ -877,7 +1176,8 @@ class Cluster:
                 raise UpError(f"etcd did not come up: {e}") from e
             for m in self.etcd.members:
                 _link_log(m.log_path, plan.log_path(m.name))
-            self._write_pid_table()
+            self._write_run_files()
+            await self._enter("runfile", self._run_file_watcher())
             say(f"etcd ready at {', '.join(self.etcd.endpoints)} ({mark('etcd'):.1f}s)")
 
             self.features = await probe
@@ -911,15 +1211,25 @@ class Cluster:
             plan.audit_log.parent.mkdir(parents=True, exist_ok=True)
         say("starting the API server")
         api.start()
-        self._write_pid_table()
+        self._write_run_files()
         await self._wait_ready(api)
         say(
             f"API server ready at {api.address} ({mark('apiserver'):.1f}s); "
             f"connection file {plan.connection_file}"
         )
         self._check_etcd_running()
+        replicas = plan.replicas if self.features.leader_election else 1
+        if plan.partition_proxies:
+            for name in plan.scheduler_names(replicas):
+                self.proxies[name] = proxy = PartitionProxy(api.address)
+                await self._enter("proxies", proxy)
+            say(
+                "partition proxies: "
+                + ", ".join(f"{name} via {p.address}" for name, p in self.proxies.items())
+            )
         self._write_connections(api.address, pki)
-        self._channel = secure_channel(ConnectionFile.load(plan.connection_path("admin")))
+        # A reloading source: kse up's own informers outlive leaf renewals and CA rotations too.
+        self._channel = channel_source_from_connection(plan.connection_path("admin"))
         self.clientset = Clientset(self._channel, qps=0, burst=1000, user_agent="kse-up")
         if plan.track_status:
             self.status = StatusTracker(
@@ -930,9 +1240,10 @@ class Cluster:
             )
 
         # Schedulers and nodesim, started together.
-        replicas = plan.replicas if self.features.leader_election else 1
         if self.restart_policy_enabled:
-            self.supervisor = Supervisor(plan.restart_policy, on_restart=self._restarted)
+            self.supervisor = Supervisor(
+                plan.restart_policy, on_restart=self._restarted, on_exit=self._exited
+            )
         ports = free_ports(replicas)
         for name, port in zip(plan.scheduler_names(replicas), ports, strict=True):
             proc = SchedulerProcess(
@@ -955,7 +1266,7 @@ class Cluster:
         if plan.nodes > 0:
             self.nodesim = ManagedProcess(
                 "nodesim",
-                plan.nodesim_argv(),
+                plan.nodesim_argv(self.features),
                 data_dir=plan.data_dir,
                 ready_file=plan.ready_path("nodesim"),
                 ready_check=ready_file_json,
@@ -963,11 +1274,12 @@ class Cluster:
                 grace=plan.grace,
             )
             self.nodesim.start()
-        self._write_pid_table()
+        self._write_run_files()
         for r in self.replicas:
             await self._wait_ready(r.process)
             say(f"{r.name} ready (pid {r.pid}, identity {r.identity}, metrics {r.metrics_address}) "
                 f"({mark(r.name):.1f}s)")  # fmt: skip
+            self._write_cluster_file()
             if self.supervisor is not None:
                 self.supervisor.add(r.process)
         if self.supervisor is not None:
@@ -982,7 +1294,7 @@ class Cluster:
         if plan.workload:
             self.workload = ManagedProcess(
                 "workload",
-                plan.workload_argv(self.run_id),
+                plan.workload_argv(self.run_id, self.features),
                 data_dir=plan.data_dir,
                 ready_file=plan.ready_path("workload"),
                 ready_check=ready_file_json,
@@ -990,7 +1302,7 @@ class Cluster:
                 grace=plan.grace,
             )
             self.workload.start()
-            self._write_pid_table()
+            self._write_run_files()
             await self._wait_ready(self.workload)
             total = f", {plan.workload_total} in all" if plan.workload_total else ""
             say(f"workload ready: {plan.rate:g} pods/s{total}, run {self.run_id} ({mark('workload'):.1f}s)")
@@ -1014,7 +1326,10 @@ class Cluster:
             f"restarted after {record.delay_s:g}s backoff (pid {record.pid})"
         )
         self._note_pids()
-        self._write_pid_table()
+        self._write_run_files()
+
+    def _exited(self, record: RestartRecord) -> None:
+        self._write_cluster_file()
 
     async def _enter(self, key: str, cm: contextlib.AbstractAsyncContextManager[Any]) -> None:
         stack = self._stacks.setdefault(key, contextlib.AsyncExitStack())
@@ -1027,10 +1342,14 @@ class Cluster:
             raise UpError(f"{proc.name} did not come up: {e}") from e
 
     def _write_connections(self, address: str, pki: PKI) -> None:
+        """A connection file per client identity; a replica behind a partition proxy gets the
+        proxy's address (TLS passes through it: the replica still verifies the API server's cert)."""
         stems = ["admin", "nodesim", "workload", *self.plan.scheduler_names(max(3, self.plan.replicas))]
         for stem in stems:
             p = pki[stem]
-            ConnectionFile.for_identity(address, p.cert, p.key, p.ca_bundle).save(
+            proxy = self.proxies.get(stem)
+            server = proxy.address if proxy is not None else address
+            ConnectionFile.for_identity(server, p.cert, p.key, p.ca_bundle).save(
                 self.plan.connection_path(stem)
             )
 
@@ -1147,6 +1466,7 @@ class Cluster:
             await asyncio.gather(*(r.process.terminate(grace) for r in self.replicas))
             if self.nodesim is not None:
                 await self.nodesim.terminate(grace)
+            await self._close("proxies")  # after the replicas: none of them outlives its link
             if self.status is not None and self.apiserver is not None and self.apiserver.running:
                 await self._settle_status()
                 self.final_snapshot = self.snapshot()
@@ -1163,9 +1483,13 @@ class Cluster:
             self.kill_all()
             raise
         finally:
+            await self._close("runfile")
+            await self._close("proxies")
+            await self._close("renewers")  # last: every certificate stayed valid while anything ran
             self._final_check()
             if self._lock_file is not None:  # only the run that owns the data dir tidies it
                 self._pid_table.unlink(missing_ok=True)
+                self.plan.cluster_file.unlink(missing_ok=True)
                 for ready in self.plan.run_dir.glob("*.ready.json"):
                     ready.unlink(missing_ok=True)
             self._release_lock()
@@ -1203,6 +1527,16 @@ class Cluster:
             log.error("processes left after shutdown, killed: %s", ", ".join(self.leftovers))
 
 
+def _role_of(name: str, proc: ManagedProcess, cluster: Cluster) -> str:
+    if isinstance(proc, SchedulerProcess):
+        return "scheduler"
+    if proc is cluster.apiserver:
+        return "apiserver"
+    if any(proc is m.managed for m in cluster.etcd_members):
+        return "etcd"
+    return name  # nodesim, workload
+
+
 def _link_log(target: Path, link: Path) -> None:
     """Make D/logs/<name>.log point at a log that lives elsewhere (etcd's, beside its data)."""
     link.parent.mkdir(parents=True, exist_ok=True)
@@ -1216,6 +1550,7 @@ def _link_log(target: Path, link: Path) -> None:
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "MIN_CERT_TTL",
     "Cluster",
     "ClusterPlan",
     "ElectionPlan",
@@ -1224,6 +1559,7 @@ __all__ = [
     "SchedulerProcess",
     "UpError",
     "ensure_pki",
+    "leaf_stems",
     "pid_alive",
     "probe_features",
 ]
