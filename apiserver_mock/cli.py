@@ -29,10 +29,6 @@ log = logging.getLogger("apiserver_mock")
 STOP_GRACE_S = 2.0
 
 
-
-
-
-
 def _listen(text: str) -> str:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:

@@ -61,6 +61,9 @@ class ServerConfig:
     require_fence_for: tuple[str, ...] = ()
     # Append one kse.audit.AuditRecord JSON line per write request here (apiserver_mock.audit).
     audit_log: Path | None = None
+    # How often the etcd client looks at --etcd-ca/--etcd-cert/--etcd-key and, when they changed,
+    # moves to new channels (kse.etcdclient.client, "Credential reload"); None: read them once.
+    etcd_credential_reload_interval: float | None = 1.0
     extra_options: list[tuple[str, Any]] = field(default_factory=list)
 
 
@@ -160,7 +163,11 @@ class APIServer:
 
     async def start(self) -> None:
         cfg = self.config
-        self.etcd = await EtcdClient.connect(cfg.etcd_endpoints, tls=cfg.etcd_tls)
+        self.etcd = await EtcdClient.connect(
+            cfg.etcd_endpoints,
+            tls=cfg.etcd_tls,
+            credential_reload_interval=cfg.etcd_credential_reload_interval,
+        )
         prefix = cfg.prefix.rstrip("/").encode()
         for kind in KINDS:
             self.caches[kind.field] = WatchCache(

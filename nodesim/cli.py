@@ -6,8 +6,10 @@
 
 The identity is the PKI's `nodesim` client (CN kse:nodesim, O kse:nodesims), which may act for any
 node: give a connection file, or `--server` with `--ca/--cert/--key`, or `--server` with `--pki-dir`
-(the `nodesim` pair in it). Exit codes: 0 after a clean stop, 1 when it cannot start or the API
-server refuses it, 2 for bad flags.
+(the `nodesim` pair in it). Those files are followed while it runs (a rotated pair or CA bundle
+swaps the channel, no call fails); `--rpc-error-log PATH` logs every failed RPC as a JSON line.
+Exit codes: 0 after a clean stop, 1 when it cannot start or the API server refuses it, 2 for bad
+flags.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kse.cli.argtypes import non_negative_float, non_negative_int, positive_int
-from kse.cli.connection_args import add_connection_flags, connection_from_args
+from kse.cli.connection_args import (
+    add_connection_flags,
+    connection_from_args,
+    connection_source,
+    rpc_error_log_from_args,
+)
 from kse.config import ConnectionFile
 
 log = logging.getLogger("nodesim")
@@ -58,17 +65,11 @@ def positive_duration(text: str) -> float:
     return value
 
 
-
-
 def fraction(text: str) -> float:
     value = non_negative_float(text)
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
-
-
-
-
 
 
 def byte_size(text: str) -> int:
@@ -108,65 +109,147 @@ def build_parser() -> argparse.ArgumentParser:
     fleet = p.add_argument_group("nodes")
     fleet.add_argument("--nodes", type=non_negative_int, default=100, help="how many nodes (default 100)")
     fleet.add_argument(
-        "--node-template", type=Path, metavar="FILE",
+        "--node-template",
+        type=Path,
+        metavar="FILE",
         help="a Node manifest to start from (its generateName is the default name prefix)",
     )
     fleet.add_argument(
         "--name-prefix",
         help="node names are PREFIX<index> (default: the template's generateName, else nodesim-)",
     )
-    fleet.add_argument("--first-index", type=non_negative_int, default=0,
-                       help="index of the first node (names, IPs): run several processes side by side")
+    fleet.add_argument(
+        "--first-index",
+        type=non_negative_int,
+        default=0,
+        help="index of the first node (names, IPs): run several processes side by side",
+    )
     fleet.add_argument("--cpu", help="CPU capacity (default: the template's, else 4)")
     fleet.add_argument("--memory", help="memory capacity (default: the template's, else 32Gi)")
     fleet.add_argument("--pods", help="pod capacity (default: the template's, else 110)")
-    fleet.add_argument("--resource", action="append", default=[], metavar="NAME=QTY",
-                       help="extra capacity, e.g. example.com/gpu=2 (repeatable)")
-    fleet.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                       help="extra node label (repeatable)")
-    fleet.add_argument("--zones", default="",
-                       help="comma-separated zones, spread round-robin (e.g. zone-a,zone-b)")
-    fleet.add_argument("--region", default="region-1",
-                       help="region label of zoned nodes (default %(default)s)")
-    fleet.add_argument("--taint", action="append", default=[], metavar="KEY=VALUE:EFFECT",
-                       help="taint (repeatable), applied to --taint-fraction of the nodes")
-    fleet.add_argument("--taint-fraction", type=fraction, default=1.0,
-                       help="fraction of nodes that get the --taint taints (default 1)")
+    fleet.add_argument(
+        "--resource",
+        action="append",
+        default=[],
+        metavar="NAME=QTY",
+        help="extra capacity, e.g. example.com/gpu=2 (repeatable)",
+    )
+    fleet.add_argument(
+        "--label", action="append", default=[], metavar="KEY=VALUE", help="extra node label (repeatable)"
+    )
+    fleet.add_argument(
+        "--zones", default="", help="comma-separated zones, spread round-robin (e.g. zone-a,zone-b)"
+    )
+    fleet.add_argument(
+        "--region", default="region-1", help="region label of zoned nodes (default %(default)s)"
+    )
+    fleet.add_argument(
+        "--taint",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE:EFFECT",
+        help="taint (repeatable), applied to --taint-fraction of the nodes",
+    )
+    fleet.add_argument(
+        "--taint-fraction",
+        type=fraction,
+        default=1.0,
+        help="fraction of nodes that get the --taint taints (default 1)",
+    )
     img = p.add_argument_group("images")
-    img.add_argument("--images", default="", metavar="NAME=SIZE,...",
-                     help="images with sizes; each node starts with a random subset")
-    img.add_argument("--image-fraction", type=fraction, default=0.5,
-                     help="probability that a node starts with each image (default 0.5)")
+    img.add_argument(
+        "--images",
+        default="",
+        metavar="NAME=SIZE,...",
+        help="images with sizes; each node starts with a random subset",
+    )
+    img.add_argument(
+        "--image-fraction",
+        type=fraction,
+        default=0.5,
+        help="probability that a node starts with each image (default 0.5)",
+    )
     img.add_argument("--seed", type=int, default=0, help="seed of the taint and image choices (default 0)")
-    img.add_argument("--image-pull-bandwidth", type=byte_size, default=byte_size("100Mi"), metavar="SIZE",
-                     help="bytes per second a node pulls (default 100Mi; 0: pulls are instant)")
-    img.add_argument("--default-image-size", type=byte_size, default=byte_size("100Mi"), metavar="SIZE",
-                     help="size of an image not in --images (default 100Mi)")
+    img.add_argument(
+        "--image-pull-bandwidth",
+        type=byte_size,
+        default=byte_size("100Mi"),
+        metavar="SIZE",
+        help="bytes per second a node pulls (default 100Mi; 0: pulls are instant)",
+    )
+    img.add_argument(
+        "--default-image-size",
+        type=byte_size,
+        default=byte_size("100Mi"),
+        metavar="SIZE",
+        help="size of an image not in --images (default 100Mi)",
+    )
     kub = p.add_argument_group("kubelet behaviour")
-    kub.add_argument("--heartbeat-interval", type=positive_duration, default=10.0, metavar="DURATION",
-                     help="node Lease renew interval (default 10s, as kubelet)")
-    kub.add_argument("--lease-duration", type=positive_int, default=40, metavar="SECONDS",
-                     help="leaseDurationSeconds of the node Leases (default 40)")
-    kub.add_argument("--node-status-report-interval", type=positive_duration, default=300.0,
-                     metavar="DURATION", help="Ready heartbeat in the node status (default 5m, as kubelet)")
-    kub.add_argument("--node-status-batch-interval", type=positive_duration, default=1.0, metavar="DURATION",
-                     help="changed node status (images) is written at most this often per node (default 1s)")
-    kub.add_argument("--delete-nodes-on-exit", action="store_true",
-                     help="delete the nodes and their leases on SIGTERM / SIGINT")
+    kub.add_argument(
+        "--heartbeat-interval",
+        type=positive_duration,
+        default=10.0,
+        metavar="DURATION",
+        help="node Lease renew interval (default 10s, as kubelet)",
+    )
+    kub.add_argument(
+        "--lease-duration",
+        type=positive_int,
+        default=40,
+        metavar="SECONDS",
+        help="leaseDurationSeconds of the node Leases (default 40)",
+    )
+    kub.add_argument(
+        "--node-status-report-interval",
+        type=positive_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="Ready heartbeat in the node status (default 5m, as kubelet)",
+    )
+    kub.add_argument(
+        "--node-status-batch-interval",
+        type=positive_duration,
+        default=1.0,
+        metavar="DURATION",
+        help="changed node status (images) is written at most this often per node (default 1s)",
+    )
+    kub.add_argument(
+        "--delete-nodes-on-exit",
+        action="store_true",
+        help="delete the nodes and their leases on SIGTERM / SIGINT",
+    )
     add_connection_flags(p, "nodesim", pki_stem="nodesim")
     lim = p.add_argument_group("client")
-    lim.add_argument("--qps", type=non_negative_float, default=None,
-                     help="QPS of node status, pod status and registration writes "
-                     "(default max(100, nodes/2); 0: unlimited)")
+    lim.add_argument(
+        "--qps",
+        type=non_negative_float,
+        default=None,
+        help="QPS of node status, pod status and registration writes "
+        "(default max(100, nodes/2); 0: unlimited)",
+    )
     lim.add_argument("--burst", type=positive_int, default=None, help="burst (default 2 x qps)")
-    lim.add_argument("--heartbeat-qps", type=non_negative_float, default=0.0,
-                     help="QPS of the lease heartbeat client (default 0: unlimited, as kubelet's)")
-    lim.add_argument("--concurrency", type=positive_int, default=64,
-                     help="API calls in flight per kind of work (default 64)")
-    p.add_argument("--ready-file", type=Path,
-                   help='written once every node is registered: {"nodes": N, "pid": N}')
-    p.add_argument("--stats-interval", type=duration, default=30.0, metavar="DURATION",
-                   help="log a stats line this often (default 30s; 0: never)")
+    lim.add_argument(
+        "--heartbeat-qps",
+        type=non_negative_float,
+        default=0.0,
+        help="QPS of the lease heartbeat client (default 0: unlimited, as kubelet's)",
+    )
+    lim.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=64,
+        help="API calls in flight per kind of work (default 64)",
+    )
+    p.add_argument(
+        "--ready-file", type=Path, help='written once every node is registered: {"nodes": N, "pid": N}'
+    )
+    p.add_argument(
+        "--stats-interval",
+        type=duration,
+        default=30.0,
+        metavar="DURATION",
+        help="log a stats line this often (default 30s; 0: never)",
+    )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -229,7 +312,6 @@ def client_limits(args: argparse.Namespace) -> tuple[float, int]:
 
 
 async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) -> int:
-    from kse.client.channel import secure_channel
     from kse.client.clientset import Clientset
     from kse.client.errors import ApiError
     from nodesim.simulator import NodeSimConfig, NodeSimulator
@@ -237,7 +319,10 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
     assert isinstance(config, NodeSimConfig)
     loop = asyncio.get_running_loop()
     qps, burst = client_limits(args)
-    channel = secure_channel(conn)
+    errors = rpc_error_log_from_args(args)
+    # Follows the credential files (rotation, renewal): the simulator's clientsets (writes and
+    # heartbeats) ask it for the current channel on every call and watch.
+    channel = connection_source(conn, errors)
     try:
         cs = Clientset(channel, qps=qps, burst=burst, user_agent="kse-nodesim/0.1")
         sim = NodeSimulator(cs, config)
@@ -261,6 +346,8 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await channel.close()
+        if errors is not None:
+            errors.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,9 +5,11 @@
     kse workload ... --rate 20 --duration 10m --delete-after 30s      # churn
 
 The identity is the PKI's `workload` client (CN kse:workload, O kse:workloads: create, delete, get,
-list and watch pods). On SIGTERM / SIGINT no new pod is created, in-flight creates finish, and the
-summary is printed (`--json`: one JSON object on stdout). Exit codes: 0 when every create
-succeeded, 1 when some failed (or it could not start), 2 for bad flags.
+list and watch pods); its files are followed while it runs (rotation swaps the channel, no create
+fails), and `--rpc-error-log PATH` logs every failed RPC as a JSON line. On SIGTERM / SIGINT no
+new pod is created, in-flight creates finish, and the summary is printed (`--json`: one JSON object
+on stdout). Exit codes: 0 when every create succeeded, 1 when some failed (or it could not start),
+2 for bad flags.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kse.cli.connection_args import connection_source, rpc_error_log_from_args
 from kse.config import ConnectionFile
 from nodesim.cli import (
     add_connection_flags,
@@ -42,35 +45,67 @@ log = logging.getLogger("workload")
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kse workload", description="Create pods at a rate.")
     t = p.add_argument_group("pods")
-    t.add_argument("--template", type=Path, metavar="FILE",
-                   help="a Pod manifest (default: scheduler_perf's pod-default, 100m CPU / 500Mi)")
+    t.add_argument(
+        "--template",
+        type=Path,
+        metavar="FILE",
+        help="a Pod manifest (default: scheduler_perf's pod-default, 100m CPU / 500Mi)",
+    )
     t.add_argument("--namespace", "-n", default="default", help="(default %(default)s)")
-    t.add_argument("--name-prefix", default="",
-                   help="pod names are PREFIX<k> (default: <generateName or pod-><run id>-)")
-    t.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra pod label (repeatable)")
+    t.add_argument(
+        "--name-prefix", default="", help="pod names are PREFIX<k> (default: <generateName or pod-><run id>-)"
+    )
+    t.add_argument(
+        "--label", action="append", default=[], metavar="KEY=VALUE", help="extra pod label (repeatable)"
+    )
     t.add_argument("--run-id", default="", help="value of the kse.io/workload-run label (default: random)")
     pace = p.add_argument_group("pacing")
-    pace.add_argument("--rate", type=non_negative_float, default=0.0,
-                      help="pods per second, on an absolute schedule (0: as fast as --concurrency allows)")
-    pace.add_argument("--burst", type=non_negative_int, default=0, metavar="N",
-                      help="create N pods every --burst-interval")
-    pace.add_argument("--burst-interval", type=positive_duration, default=1.0, metavar="DURATION",
-                      help="(default 1s)")
+    pace.add_argument(
+        "--rate",
+        type=non_negative_float,
+        default=0.0,
+        help="pods per second, on an absolute schedule (0: as fast as --concurrency allows)",
+    )
+    pace.add_argument(
+        "--burst", type=non_negative_int, default=0, metavar="N", help="create N pods every --burst-interval"
+    )
+    pace.add_argument(
+        "--burst-interval", type=positive_duration, default=1.0, metavar="DURATION", help="(default 1s)"
+    )
     pace.add_argument("--total", type=non_negative_int, default=None, help="stop after N pods")
-    pace.add_argument("--duration", type=duration, default=None, metavar="DURATION",
-                      help="stop creating after this long")
+    pace.add_argument(
+        "--duration", type=duration, default=None, metavar="DURATION", help="stop creating after this long"
+    )
     pace.add_argument("--concurrency", type=positive_int, default=16, help="creates in flight (default 16)")
-    pace.add_argument("--delete-after", type=duration, default=None, metavar="DURATION",
-                      help="churn: delete each pod this long after it is Running")
-    pace.add_argument("--drain-timeout", type=duration, default=60.0, metavar="DURATION",
-                      help="with --delete-after: how long to wait for the last deletions (default 60s)")
-    pace.add_argument("--stop-grace", type=duration, default=30.0, metavar="DURATION",
-                      help="on a signal, how long in-flight creates may take (default 30s)")
+    pace.add_argument(
+        "--delete-after",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="churn: delete each pod this long after it is Running",
+    )
+    pace.add_argument(
+        "--drain-timeout",
+        type=duration,
+        default=60.0,
+        metavar="DURATION",
+        help="with --delete-after: how long to wait for the last deletions (default 60s)",
+    )
+    pace.add_argument(
+        "--stop-grace",
+        type=duration,
+        default=30.0,
+        metavar="DURATION",
+        help="on a signal, how long in-flight creates may take (default 30s)",
+    )
     add_connection_flags(p, "workload", pki_stem="workload")
     lim = p.add_argument_group("client")
-    lim.add_argument("--qps", type=non_negative_float, default=0.0,
-                     help="client QPS (default 0: unlimited; the pacing is --rate)")
+    lim.add_argument(
+        "--qps",
+        type=non_negative_float,
+        default=0.0,
+        help="client QPS (default 0: unlimited; the pacing is --rate)",
+    )
     lim.add_argument("--client-burst", type=positive_int, default=100, help="client burst (default 100)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
     p.add_argument("--ready-file", type=Path, help='written once connected: {"run_id": ID, "pid": N}')
@@ -115,19 +150,21 @@ def human_summary(d: dict[str, Any]) -> str:
     if failed:
         lines.append("failed: " + ", ".join(f"{code}={n}" for code, n in sorted(failed.items())))
     if d.get("running_seen") or d.get("deleted"):
-        lines.append(f"running seen {d['running_seen']}, deleted {d['deleted']}, "
-                     f"pending deletes {d['pending_deletes']}")
+        lines.append(
+            f"running seen {d['running_seen']}, deleted {d['deleted']}, "
+            f"pending deletes {d['pending_deletes']}"
+        )
     return "\n".join(lines)
 
 
 async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) -> int:
-    from kse.client.channel import secure_channel
     from kse.client.clientset import Clientset
     from nodesim.workload import Workload, WorkloadConfig
 
     assert isinstance(config, WorkloadConfig)
     loop = asyncio.get_running_loop()
-    channel = secure_channel(conn)
+    errors = rpc_error_log_from_args(args)
+    channel = connection_source(conn, errors)  # follows the credential files (rotation, renewal)
     try:
         cs = Clientset(channel, qps=args.qps, burst=args.client_burst, user_agent="kse-workload/0.1")
         wl = Workload(cs, config)
@@ -146,6 +183,8 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await channel.close()
+        if errors is not None:
+            errors.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

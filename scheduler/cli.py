@@ -29,11 +29,19 @@ at once; then everything stops. ``/healthz`` has a ``leaderElection`` check (fai
 leader has not renewed for leaseDuration + 20 s, as kube-scheduler), ``/metrics`` has
 ``leader_election_master_status{name="kube-scheduler"}``.
 
-Testing aid (hidden from ``--help``): ``--clock-skew OFFSET[,RATE]`` (e.g. ``+5s,1.02``,
-``--clock-skew=-2s``, ``0,0.98``) runs this replica on a clock that is ``OFFSET`` off and runs at
-``RATE``: the leader election clock (a ``SkewedClock``: expiry, renew deadline, the times written
-into the Lease) and the scheduler's clock source read it. The chaos scenarios use it to show that
-safety does not rest on clocks.
+Certificates: the replica follows its cert, key and CA bundle files while it runs (rotation,
+renewal, CA phases): both of its connections (the clientset's and leader election's, each a
+``ReloadingChannelSource``) build a new channel and move their callers over, without failing a call
+or losing leadership. ``--rpc-error-log PATH`` appends every failed RPC it sees as a JSON line (for
+the chaos checker).
+
+Clock skew, for the chaos scenarios (which use it to show that safety does not rest on clocks):
+``--clock-skew-file PATH`` runs this replica on a clock whose offset and rate come from a JSON file
+``{"offset_s": float, "rate": float}``, re-read within ~0.25 s of a change and continuing from the
+current skewed time (no file: no skew). The leader election clock (a ``SkewedClock``: expiry, renew
+deadline, the times written into the Lease) and the scheduler's clock source read it. The hidden
+``--clock-skew OFFSET[,RATE]`` (e.g. ``+5s,1.02``, ``--clock-skew=-2s``, ``0,0.98``) sets a fixed
+skew (with the file: the skew while the file does not exist).
 
 Exit codes: 0 after a clean stop, 1 when it cannot start (bad configuration, unreadable
 certificates, port taken), when the lease was lost (``--on-lost-lease=exit``) or the scheduler
@@ -58,7 +66,12 @@ from typing import TYPE_CHECKING
 
 from kse.cli.argtypes import non_negative_float
 from kse.cli.argtypes import positive_int as _positive_int
-from kse.cli.connection_args import add_connection_flags, connection_from_args
+from kse.cli.connection_args import (
+    add_connection_flags,
+    connection_from_args,
+    connection_source,
+    rpc_error_log_from_args,
+)
 from kse.config import ConnectionFile
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
 from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
@@ -120,10 +133,6 @@ def _duration(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
     return value
-
-
-
-
 
 
 def _clock_skew(text: str) -> tuple[float, float]:
@@ -243,6 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="this replica's name in the election (default: <hostname>_<uuid>, new at every start)",
     )
     le.add_argument("--clock-skew", type=_clock_skew, default=None, help=argparse.SUPPRESS)
+    le.add_argument(
+        "--clock-skew-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help='testing aid: run on a clock skewed by the JSON file {"offset_s": S, "rate": R}, re-read '
+        "when it changes (no file: no skew); leader election and the scheduler read this clock",
+    )
     sch = p.add_argument_group("scheduling")
     sch.add_argument(
         "--permit-wait-timeout",
@@ -355,7 +372,13 @@ def leader_election_config(
 
 
 def election_clock(args: argparse.Namespace) -> Clock:
-    """The clock of leader election and the scheduler: the real one, or skewed (--clock-skew)."""
+    """The clock of leader election and the scheduler: the real one, or skewed (--clock-skew, or
+    --clock-skew-file: a `SkewFileClock`, whose file watch the caller starts)."""
+    from scheduler.leaderelection.clock import SkewFileClock
+
+    skew_file: Path | None = getattr(args, "clock_skew_file", None)
+    if skew_file is not None:
+        return SkewFileClock(RealClock(), skew_file, default=args.clock_skew or (0.0, 1.0))
     if args.clock_skew is None:
         return RealClock()
     offset, rate = args.clock_skew
@@ -382,10 +405,7 @@ async def serve(
     election: LeaderElectionConfig | None = None,
 ) -> int:
     """Run the replica until a signal (or, with leader election, a lost lease); the exit code."""
-    import grpc.aio
-
-    from kse.client.channel import secure_channel
-    from kse.client.clientset import Clientset
+    from kse.client.clientset import ChannelSource, Clientset
     from kse.client.ratelimit import TokenBucketRateLimiter
     from scheduler.metrics import SchedulerMetrics
     from scheduler.scheduler import Scheduler, SchedulerOptions
@@ -401,7 +421,7 @@ async def serve(
     host = conn.server
     clock = election_clock(args)
 
-    def clientset(channel: grpc.aio.Channel, user_agent: str) -> Clientset:
+    def clientset(channel: ChannelSource, user_agent: str) -> Clientset:
         limiter = TokenBucketRateLimiter(qps, burst, on_wait=lambda s: metrics.observe_rate_limiter(host, s))
         cs = Clientset(channel, rate_limiter=limiter, user_agent=user_agent)
         cs.metrics.observers.append(
@@ -409,13 +429,21 @@ async def serve(
         )
         return cs
 
-    channel = secure_channel(conn)
+    from scheduler.leaderelection.clock import SkewFileClock
+
+    errors = rpc_error_log_from_args(args)
+    # Both connections follow the credential files: a rotated pair or CA bundle swaps channels
+    # under the callers (kse.client.credentials), so no call fails and no renewal is missed.
+    channel = connection_source(conn, errors)
     # Leader election's own connection (a local subchannel pool: grpc would otherwise share one TCP
     # connection between channels to the same server), so renewals never wait behind the binds' and
     # watches' traffic.
     le_channel = None
     if election is not None:
-        le_channel = secure_channel(conn, options=[("grpc.use_local_subchannel_pool", 1)])
+        le_channel = connection_source(conn, errors, options=[("grpc.use_local_subchannel_pool", 1)])
+    if isinstance(clock, SkewFileClock):
+        clock.start()
+        log.info("clock skew from %s: offset %+gs, rate %g now", clock.path, clock.offset, clock.rate)
     try:
         # As upstream: events and leader election go through clients of their own, so they never
         # take the tokens the binds need (nor the binds theirs).
@@ -474,6 +502,10 @@ async def serve(
         await channel.close(grace=None)
         if le_channel is not None:
             await le_channel.close(grace=None)
+        if isinstance(clock, SkewFileClock):
+            await clock.stop()
+        if errors is not None:
+            errors.close()
         if args.ready_file is not None:
             args.ready_file.unlink(missing_ok=True)
     log.info("stopped (exit code %d)", code)

@@ -4,14 +4,23 @@
 act as one fixed PKI identity (nodesim, workload) may also take `--server --pki-dir D` and use that
 identity's pair from the PKI. One definition so every component accepts and refuses the same
 combinations with the same words.
+
+Every component follows its credential files while it runs (`connection_source`: a new pair or CA
+bundle on disk means a new channel, callers moved over, no failed call), and may log every failed
+RPC it sees (`--rpc-error-log PATH`, kse.client.rpc_errors) for the chaos checker.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kse.config import ConfigError, ConnectionFile
+
+if TYPE_CHECKING:
+    from kse.client.credentials import ReloadingChannelSource
+    from kse.client.rpc_errors import RpcErrorLog
 
 
 def add_connection_flags(
@@ -36,7 +45,38 @@ def add_connection_flags(
             "--pki-dir", type=Path, help=f"with --server: use the {pki_stem!r} pair and CA bundle of this PKI"
         )
     conn.add_argument("--tls-server-name", default="localhost", help="name checked in the server cert")
+    conn.add_argument(
+        "--rpc-error-log",
+        type=Path,
+        metavar="PATH",
+        help="append one JSON line (chaos.history.RpcErrorRecord) per failed RPC this process sees; "
+        "the client name recorded is the file stem after 'rpc-errors-' (rpc-errors-NAME.jsonl)",
+    )
     return conn
+
+
+def rpc_error_log_from_args(args: argparse.Namespace) -> RpcErrorLog | None:
+    """The `--rpc-error-log` writer (the caller closes it), or None without the flag."""
+    from kse.client.rpc_errors import open_rpc_error_log
+
+    return open_rpc_error_log(getattr(args, "rpc_error_log", None))
+
+
+def connection_source(
+    conn: ConnectionFile,
+    errors: RpcErrorLog | None = None,
+    *,
+    options: list[tuple[str, Any]] | None = None,
+) -> ReloadingChannelSource:
+    """The channel source a component talks to the API server through: it follows the cert, key
+    and CA bundle files (rotation, renewal, CA phases) and, with `errors`, logs failed RPCs on
+    every channel it builds. Create it on the running loop; close it with `await src.close()`.
+    Raises OSError when the files cannot be read."""
+    from kse.client.channel import channel_source_from_connection
+
+    return channel_source_from_connection(
+        conn, options=options or (), interceptors=errors.interceptors if errors is not None else None
+    )
 
 
 def connection_from_args(

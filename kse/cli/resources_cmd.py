@@ -63,8 +63,14 @@ def register(subparsers: Any) -> None:
     served = ", ".join(k.resource for k in KINDS)
 
     p = subparsers.add_parser("apply", help="create or update objects from manifests, as kubectl apply")
-    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
-                   help="a manifest file, a directory of them, or - for stdin (repeatable)")
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="a manifest file, a directory of them, or - for stdin (repeatable)",
+    )
     p.add_argument("-R", "--recursive", action="store_true", help="descend into directories given with -f")
     p.add_argument("-n", "--namespace", default="", help="namespace for objects that name none")
     _common(p)
@@ -78,8 +84,9 @@ def register(subparsers: Any) -> None:
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="list across all namespaces")
     p.add_argument("-l", "--selector", default="", help="label selector, e.g. app=web,tier!=db")
     p.add_argument("--field-selector", default="", help="field selector, e.g. spec.nodeName=node-1")
-    p.add_argument("-o", "--output", default="", choices=[f for f in printers.OUTPUT_FORMATS if f],
-                   help="output format")
+    p.add_argument(
+        "-o", "--output", default="", choices=[f for f in printers.OUTPUT_FORMATS if f], help="output format"
+    )
     p.add_argument("-w", "--watch", action="store_true", help="after listing, print changes as they happen")
     _common(p)
     p.set_defaults(func=cmd_get)
@@ -87,8 +94,14 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("delete", help="delete objects by name or from manifests, as kubectl delete")
     p.add_argument("resource", nargs="?", help=f"resource type: {served}")
     p.add_argument("names", nargs="*", metavar="NAME")
-    p.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
-                   help="delete the objects named in these manifests")
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="delete the objects named in these manifests",
+    )
     p.add_argument("-R", "--recursive", action="store_true", help="descend into directories given with -f")
     p.add_argument("-n", "--namespace", default="", help="namespace (default: default)")
     p.add_argument("--ignore-not-found", action="store_true", help="treat a missing object as deleted")
@@ -152,14 +165,17 @@ class _CommandError(Exception):
     """A usage or local error, printed as kubectl does: `error: ...`."""
 
 
-async def _with_clientset(args: argparse.Namespace, body: Callable[[Clientset, Out], Awaitable[None]],
-                          out: Out) -> None:
-    from kse.client.channel import secure_channel
+async def _with_clientset(
+    args: argparse.Namespace, body: Callable[[Clientset, Out], Awaitable[None]], out: Out
+) -> None:
+    from kse.client.channel import channel_source_from_connection
     from kse.config import ConfigError, ConnectionFile, resolve
 
     try:
         conn = ConnectionFile.load(resolve(args.config))
-        channel = secure_channel(conn, options=[("grpc.primary_user_agent", CLI_USER_AGENT)])
+        # Follows the credential files, so a long `kse get -w` survives a rotation (its watch
+        # resumes on the new channel from the last revision printed).
+        channel = channel_source_from_connection(conn, options=[("grpc.primary_user_agent", CLI_USER_AGENT)])
     except ConfigError as e:
         raise _CommandError(str(e)) from None
     except OSError as e:
@@ -270,7 +286,7 @@ def _renumber(err: ManifestError, source: str, number: int) -> str:
     text = str(err)
     prefix = f"{source}: document {err.document}: "
     if err.document is not None and text.startswith(prefix):
-        return f"{source}: document {number}: {text[len(prefix):]}"
+        return f"{source}: document {number}: {text[len(prefix) :]}"
     return text
 
 
@@ -321,8 +337,10 @@ async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -
     meta = obj.metadata  # type: ignore[attr-defined]
     name = meta.name
     if not name:
-        out.error(f'error: error when retrieving current configuration of "{m.source}": '
-                  f"resource name may not be empty")
+        out.error(
+            f'error: error when retrieving current configuration of "{m.source}": '
+            f"resource name may not be empty"
+        )
         return
     try:
         ns = _namespace_for(m, flag_ns)
@@ -358,8 +376,9 @@ async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -
                 return
             out.line(f"{label} configured")
             return
-        out.error(f"error: {label}: the object keeps changing; "
-                  f"gave up after {APPLY_CONFLICT_RETRIES} conflicts")
+        out.error(
+            f"error: {label}: the object keeps changing; gave up after {APPLY_CONFLICT_RETRIES} conflicts"
+        )
     except ApiError as e:
         out.error(_from_server(e, "retrieving current configuration of", m.source))
 
@@ -409,8 +428,11 @@ def cmd_get(args: argparse.Namespace) -> int:
                 except NotFoundError as e:
                     out.error(error_text(e))
             if found:
-                out.write(printers.format_objects(kind, found, args.output, now=now, with_namespace=with_ns,
-                                                  single=len(args.names) == 1))
+                out.write(
+                    printers.format_objects(
+                        kind, found, args.output, now=now, with_namespace=with_ns, single=len(args.names) == 1
+                    )
+                )
             return
         page = await client.list(ns, label_selector=args.selector, field_selector=args.field_selector)
         if not page.items and args.output in ("", "wide"):
@@ -446,8 +468,13 @@ class _WatchPrinter:
         if self.output == "name":
             self.out.write(printers.format_objects(self.kind, objects, "name"))
             return
-        header, rows = printers.table_rows(self.kind, objects, now=datetime.now(UTC),
-                                           wide=self.output == "wide", with_namespace=self.with_namespace)
+        header, rows = printers.table_rows(
+            self.kind,
+            objects,
+            now=datetime.now(UTC),
+            wide=self.output == "wide",
+            with_namespace=self.with_namespace,
+        )
         first = not self.table.widths
         self.out.write(self.table.render([header, *rows] if first else rows))
 
@@ -485,8 +512,10 @@ async def _watch(
     field_selector = args.field_selector
     if args.names:
         if len(args.names) > 1:
-            raise _CommandError("watch is only supported on individual resources and resource collections, "
-                                f"but {len(args.names)} resources were found")
+            raise _CommandError(
+                "watch is only supported on individual resources and resource collections, "
+                f"but {len(args.names)} resources were found"
+            )
         name_sel = f"metadata.name={args.names[0]}"
         field_selector = f"{field_selector},{name_sel}" if field_selector else name_sel
     printer = _WatchPrinter(kind, args.output, with_ns, out)
@@ -504,8 +533,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
         targets: list[tuple[Kind, str, str, str]] = []  # kind, namespace, name, source
         if args.filename:
             if args.resource or args.names:
-                raise _CommandError("there is no need to specify a resource type as a separate argument "
-                                    "when passing arguments in resource/name form or with -f")
+                raise _CommandError(
+                    "there is no need to specify a resource type as a separate argument "
+                    "when passing arguments in resource/name form or with -f"
+                )
             for m in read_manifests(args.filename, args.recursive, out):
                 try:
                     ns = _namespace_for(m, args.namespace)

@@ -597,4 +597,3 @@ class Clientset:
             if isinstance(cause, asyncio.CancelledError | grpc.aio.UsageError):
                 raise err from None
             raise err from cause
-

@@ -89,7 +89,7 @@ class ReloadStats:
     reload_errors: int = 0  # polls or renew hooks that raised
 
 
-def _active_unary_calls(channel: grpc.aio.Channel) -> list[Any] | None:
+def active_unary_calls(channel: grpc.aio.Channel) -> list[Any] | None:
     """The unary-response calls in flight on `channel`, or None if grpc no longer lets us see them.
 
     grpc.aio keeps its calls in a private `_active_calls` set (it cancels them on close). Streams
@@ -99,6 +99,56 @@ def _active_unary_calls(channel: grpc.aio.Channel) -> list[Any] | None:
     if active is None:
         return None
     return [c for c in list(active) if isinstance(c, _UNARY_RESPONSE_CALLS) and not c.done()]
+
+
+async def retire_channel(
+    old: grpc.aio.Channel, grace: float, on_drain: Callable[[int], object] | None = None
+) -> tuple[int, int]:
+    """Close `old` once the unary calls in flight on it have finished (waiting at most `grace`
+    seconds, then cancelling what is left); streams still open on it end at the close (their
+    readers resume them elsewhere). Returns (calls waited for, calls cut short).
+
+    The retirement half of a credential swap, shared by `ReloadingChannelSource` and the etcd
+    client (kse.etcdclient.client): callers have already moved to the new channel, so nothing new
+    starts on `old`. `on_drain(n)` is told, before the wait, how many calls it waits for.
+    """
+    calls = active_unary_calls(old)
+    if calls is None:
+        # Cannot tell unary calls from streams: let grpc wait for all of them, up to the grace.
+        await old.close(grace=grace)
+        return 0, 0
+    cut = 0
+    if calls:
+        if on_drain is not None:
+            on_drain(len(calls))
+        cut = await _drain(calls, grace)
+    await old.close(grace=None)
+    return len(calls), cut
+
+
+async def _drain(calls: list[Any], grace: float) -> int:
+    """Wait until every call in `calls` is done, at most `grace` s; how many were still running."""
+    pending = set(calls)
+    done = asyncio.Event()
+
+    def finished(call: Any) -> None:
+        pending.discard(call)
+        if not pending:
+            done.set()
+
+    for call in calls:
+        call.add_done_callback(finished)
+    if not pending:
+        return 0
+    try:
+        async with asyncio.timeout(grace):
+            await done.wait()
+    except TimeoutError:
+        log.warning(
+            "%d call(s) still running on a retired channel after %gs; cancelling them", len(pending), grace
+        )
+        return len(pending)
+    return 0
 
 
 class ReloadingChannelSource:
@@ -198,7 +248,7 @@ class ReloadingChannelSource:
 
     def in_flight(self) -> int | None:
         """Unary calls in flight on the current channel (None if this grpc does not let us see)."""
-        calls = _active_unary_calls(self._channel)
+        calls = active_unary_calls(self._channel)
         return None if calls is None else len(calls)
 
     @property
@@ -256,39 +306,12 @@ class ReloadingChannelSource:
             log.error("retiring an old channel failed: %r", task.exception())
 
     async def _retire(self, old: grpc.aio.Channel) -> None:
-        calls = _active_unary_calls(old)
-        if calls is None:
-            # Cannot tell unary calls from streams: let grpc wait for all of them, up to the grace.
-            await old.close(grace=self.close_grace)
-        else:
-            if calls:
-                await self._drain(calls)
-            # Streams (watches) still open end here and are resumed on the new channel.
-            await old.close(grace=None)
+        _, cut = await retire_channel(old, self.close_grace, on_drain=self._draining)
+        self.stats.cut_calls += cut
         self.stats.retired += 1
 
-    async def _drain(self, calls: list[Any]) -> None:
-        self.stats.drained_calls += len(calls)
-        pending = set(calls)
-        done = asyncio.Event()
-
-        def finished(call: Any) -> None:
-            pending.discard(call)
-            if not pending:
-                done.set()
-
-        for call in calls:
-            call.add_done_callback(finished)
-        try:
-            async with asyncio.timeout(self.close_grace):
-                await done.wait()
-        except TimeoutError:
-            self.stats.cut_calls += len(pending)
-            log.warning(
-                "%d call(s) still running on the old channel after %gs; cancelling them",
-                len(pending),
-                self.close_grace,
-            )
+    def _draining(self, calls: int) -> None:
+        self.stats.drained_calls += calls
 
     def _build(self, creds: Credentials) -> grpc.aio.Channel:
         credentials = grpc.ssl_channel_credentials(

@@ -202,13 +202,22 @@ class Reflector(Generic[T]):
                     delivered = True
         except GoneError as e:
             self.last_error = e
-            log.info("%s: watch from %s is too old (%s); relisting", self.name,
-                     self.last_resource_version, e.message)
+            log.info(
+                "%s: watch from %s is too old (%s); relisting",
+                self.name,
+                self.last_resource_version,
+                e.message,
+            )
             return "relist", delivered
         except _RESUMABLE as e:
             self.last_error = e
-            log.info("%s: watch dropped at %s (%s: %s); resuming", self.name, self.last_resource_version,
-                     e.code_name, e.message)
+            log.info(
+                "%s: watch dropped at %s (%s: %s); resuming",
+                self.name,
+                self.last_resource_version,
+                e.code_name,
+                e.message,
+            )
             return "resume", delivered
         except ApiError as e:
             self.last_error = e
@@ -224,8 +233,12 @@ class Reflector(Generic[T]):
             if not events:
                 return  # a bookmark at a revision already delivered: nothing new
             # Never go backwards; a duplicate of something already delivered is dropped, loudly.
-            log.error("%s: watch delivered revision %s after %s; ignoring it", self.name, rv,
-                      self.last_resource_version)
+            log.error(
+                "%s: watch delivered revision %s after %s; ignoring it",
+                self.name,
+                rv,
+                self.last_resource_version,
+            )
             return
         if events:
             self.sink.apply(events)

@@ -27,6 +27,17 @@ Retries (the rule clientv3 follows, `client/v3/retry.go`):
 * Compaction surfaces as `CompactedError`, never as an empty result.
 
 Watches: see `kse.etcdclient.watch`.
+
+Credential reload (`credential_reload_interval`, used by the API server): with a client pair, the
+client looks at its cert, key and CA bundle files every interval (kse.etcdclient.credentials; three
+`stat`s when nothing changed). When they changed to a consistent new set it builds a new channel
+per endpoint and swaps the endpoint table in one step on the loop thread, so every call started
+after that uses the new credentials. The old channels are retired as the API-server clients retire
+theirs (kse.client.credentials.retire_channel): each closes once the unary calls in flight on it
+have finished (they end within `timeout`, their deadline), and watch streams still open on it end
+and resume on the new channel from the last revision they delivered. No request fails because of
+a rotation. A failure seen on a retired endpoint is never taken as that member failing (no
+failover).
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from urllib.parse import urlsplit
 import grpc
 
 from kse.etcdclient import _proto as pb
+from kse.etcdclient.credentials import EtcdCredentialSource, static_credentials
 from kse.etcdclient.errors import (
     CompactedError,
     EtcdClosedError,
@@ -105,6 +117,14 @@ def _channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 0),
         ("grpc.http2.max_pings_without_data", 0),
     ]
+
+
+def _channel(
+    target: str, credentials: grpc.ChannelCredentials | None, options: Sequence[tuple[str, Any]]
+) -> grpc.aio.Channel:
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=list(options))
+    return grpc.aio.secure_channel(target, credentials, options=list(options))
 
 
 def _parse_endpoint(endpoint: str, tls: EtcdTLS | None) -> tuple[str, str]:
@@ -170,6 +190,9 @@ class EtcdClient:
         *,
         timeout: float,
         watch_reconnect_timeout: float | None,
+        options: Sequence[tuple[str, Any]] = (),
+        credentials: EtcdCredentialSource | None = None,
+        credential_reload_interval: float | None = None,
     ) -> None:
         self._endpoints = endpoints
         self._current = 0
@@ -177,6 +200,15 @@ class EtcdClient:
         self._watch_reconnect_timeout = watch_reconnect_timeout
         self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
         self._closed = False
+        self._options = list(options)
+        self._credentials = credentials
+        self._reload_interval = credential_reload_interval
+        self._reload_task: asyncio.Task[None] | None = None
+        self._retiring: dict[asyncio.Task[None], grpc.aio.Channel] = {}
+        self.credential_swaps = 0
+        """How many times new credentials were swapped in (for logs, metrics and tests)."""
+        self.retired_channels = 0
+        """Old channels closed after a swap."""
 
     @classmethod
     async def connect(
@@ -187,12 +219,15 @@ class EtcdClient:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109  (every call's deadline, not just connect's)
         watch_reconnect_timeout: float | None = None,
+        credential_reload_interval: float | None = None,
     ) -> EtcdClient:
         """Open a channel per endpoint and check that at least one member answers within `timeout`.
 
         `timeout` is also every call's deadline, retries included. `watch_reconnect_timeout`: how long
         a watch keeps trying to re-create a broken stream before raising EtcdUnavailableError (None:
         for ever, like clientv3; the watch still ends when it or the client is closed).
+        `credential_reload_interval`: with `tls` holding a client pair, look at its files this often
+        and move to new channels when they change (see the module doc); None: read them once.
         Raises EtcdUnavailableError when no endpoint answers.
         """
         if isinstance(endpoints, str):
@@ -201,29 +236,110 @@ class EtcdClient:
             raise ValueError("no etcd endpoints given")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
+        if credential_reload_interval is not None and credential_reload_interval <= 0:
+            raise ValueError(f"credential_reload_interval must be > 0, got {credential_reload_interval}")
+        source: EtcdCredentialSource | None = None
         credentials = None
         if tls is not None:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=tls.ca_file.read_bytes(),
-                private_key=tls.key_file.read_bytes() if tls.key_file else None,
-                certificate_chain=tls.cert_file.read_bytes() if tls.cert_file else None,
-            )
+            if credential_reload_interval is not None and tls.cert_file is not None:
+                source = EtcdCredentialSource(tls)
+                credentials = source.channel_credentials()
+            else:
+                credentials = static_credentials(tls)
         options = _channel_options(max_message_bytes)
+        if source is not None:
+            # Each generation of channels gets its own connections: grpc could otherwise share a
+            # subchannel (a TLS connection handshaken with the old pair) between channels.
+            options.append(("grpc.use_local_subchannel_pool", 1))
         eps: list[_Endpoint] = []
         for index, endpoint in enumerate(endpoints):
             url, target = _parse_endpoint(endpoint, tls)
-            if credentials is not None:
-                channel = grpc.aio.secure_channel(target, credentials, options=options)
-            else:
-                channel = grpc.aio.insecure_channel(target, options=options)
-            eps.append(_Endpoint(index, url, target, channel))
-        client = cls(eps, timeout=timeout, watch_reconnect_timeout=watch_reconnect_timeout)
+            eps.append(_Endpoint(index, url, target, _channel(target, credentials, options)))
+        client = cls(
+            eps,
+            timeout=timeout,
+            watch_reconnect_timeout=watch_reconnect_timeout,
+            options=options,
+            credentials=source,
+            credential_reload_interval=credential_reload_interval,
+        )
         try:
             await client._probe(timeout)
         except BaseException:
             await client.close()
             raise
+        if source is not None:
+            client._reload_task = asyncio.create_task(client._reload_loop(), name="etcd-credential-reload")
         return client
+
+    # ------------------------------------------------------------------ credential reload
+
+    @property
+    def credentials_version(self) -> int | None:
+        """The version of the credentials in use (1 at start, +1 per accepted change); None when the
+        client does not follow its files."""
+        return None if self._credentials is None else self._credentials.credentials.version
+
+    def reload_credentials(self) -> bool:
+        """Look at the credential files now; on a consistent change, move to new channels (see the
+        module doc). Returns whether it swapped. Call it on the client's event loop."""
+        if self._closed or self._credentials is None:
+            return False
+        creds = self._credentials.poll()
+        if creds is None:
+            return False
+        credentials = self._credentials.channel_credentials()
+        old = self._endpoints
+        new: list[_Endpoint] = []
+        for ep in old:
+            fresh = _Endpoint(ep.index, ep.url, ep.target, _channel(ep.target, credentials, self._options))
+            fresh.version = ep.version
+            new.append(fresh)
+        self._endpoints = new  # one assignment: every call from here on starts on the new channels
+        self.credential_swaps += 1
+        log.info(
+            "etcd client TLS credentials reloaded (version %d): new channels to %s; the old ones close "
+            "once their in-flight calls are done",
+            creds.version,
+            ", ".join(ep.url for ep in new),
+        )
+        loop = asyncio.get_running_loop()
+        for ep in old:
+            task = loop.create_task(self._retire(ep.channel), name=f"etcd-retire-{ep.url}")
+            self._retiring[task] = ep.channel
+            task.add_done_callback(self._retired)
+        return True
+
+    def _retired(self, task: asyncio.Task[None]) -> None:
+        self._retiring.pop(task, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("retiring an old etcd channel failed: %r", task.exception())
+
+    def _is_retired(self, ep: _Endpoint) -> bool:
+        """Whether `ep` belongs to an endpoint table replaced by a credential swap."""
+        return self._endpoints[ep.index] is not ep
+
+    async def _retire(self, channel: grpc.aio.Channel) -> None:
+        from kse.client.credentials import retire_channel
+
+        # Every call's deadline is `timeout` (retries included), so this never cuts one short.
+        await retire_channel(channel, self._timeout + 1.0)
+        self.retired_channels += 1
+
+    async def _reload_loop(self) -> None:
+        assert self._reload_interval is not None and self._credentials is not None
+        reported: str | None = None
+        while not self._closed:
+            await asyncio.sleep(self._reload_interval)
+            try:
+                self.reload_credentials()
+            except Exception as e:  # keep following the files whatever one look did
+                log.error("reloading the etcd client credentials failed: %r", e)
+                continue
+            error = self._credentials.last_error
+            if error is not None and error != reported:
+                log.warning("etcd client TLS files changed but were not reloaded yet: %s", error)
+            reported = error
 
     async def _probe(self, budget: float) -> None:
         """Status every endpoint (in parallel) until one answers; it becomes the current one."""
@@ -390,10 +506,11 @@ class EtcdClient:
         ) from err
 
     def _failover(self, failed: _Endpoint) -> _Endpoint:
-        """Move off `failed` (unless another caller already did) to the next endpoint that is not
-        known to be down; return the endpoint to use next."""
+        """Move off `failed` (unless another caller already did, or `failed` was retired by a
+        credential swap: then its failure says nothing about the member) to the next endpoint that
+        is not known to be down; return the endpoint to use next."""
         eps = self._endpoints
-        if len(eps) == 1 or self._current != failed.index:
+        if len(eps) == 1 or self._current != failed.index or self._is_retired(failed):
             return eps[self._current]
         chosen = eps[(failed.index + 1) % len(eps)]
         for offset in range(1, len(eps)):
@@ -595,9 +712,15 @@ class EtcdClient:
         if self._closed:
             return
         self._closed = True
+        retiring = dict(self._retiring)
+        tasks = [t for t in (self._reload_task, *retiring) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for w in list(self._watches):
             w.close_nowait()
-        await asyncio.gather(*(ep.channel.close() for ep in self._endpoints), return_exceptions=True)
+        channels = [*retiring.values(), *(ep.channel for ep in self._endpoints)]
+        await asyncio.gather(*(ch.close() for ch in channels), return_exceptions=True)
 
     async def __aenter__(self) -> EtcdClient:
         return self

@@ -330,11 +330,17 @@ class Watch:
                     return
                 raise
             except asyncio.CancelledError:
-                if self._closed and not _being_cancelled():
+                if _being_cancelled():
+                    raise
+                if self._closed:
                     return
+                if client._is_retired(endpoint):
+                    continue  # its channel closed under the attempt (credential swap): use the new one
                 raise
             if opened:
                 return
+            if client._is_retired(endpoint):
+                continue  # failed because a credential swap retired its channel: not the member's fault
             failures += 1
             client._failover(endpoint)
 

@@ -12,8 +12,10 @@ Leader election measures every duration on the candidate's own clock (client-go'
 
 `RealClock` is the process's clock. `FakeClock` only moves when a test moves it, so elections run
 deterministically. `SkewedClock` runs another clock at an offset and a rate (a replica whose clock
-is wrong, or runs fast or slow), for the chaos scenarios. All three also have `sleep(seconds)`, so
-they serve as the `now()`/`sleep()` clocks of `kse.client.ratelimit` and `nodesim.workload` too.
+is wrong, or runs fast or slow), for the chaos scenarios; `SkewFileClock` is a SkewedClock whose
+offset and rate come from a JSON file that the chaos harness rewrites while the replica runs
+(`kse scheduler --clock-skew-file`). All of them also have `sleep(seconds)`, so they serve as the
+`now()`/`sleep()` clocks of `kse.client.ratelimit` and `nodesim.workload` too.
 """
 
 from __future__ import annotations
@@ -22,13 +24,28 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import json
+import logging
+import math
+import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Clock", "FakeClock", "RealClock", "SkewedClock"]
+__all__ = [
+    "Clock",
+    "FakeClock",
+    "RealClock",
+    "SkewFileClock",
+    "SkewFileError",
+    "SkewedClock",
+    "read_skew_file",
+]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -259,3 +276,140 @@ class SkewedClock:
 
     def timeout_at(self, deadline: float) -> AbstractAsyncContextManager[Any]:
         return self._base.timeout_at(self._to_base(deadline))
+
+
+# ---------------------------------------------------------------- skew from a file
+
+
+class SkewFileError(ValueError):
+    """A clock-skew file that cannot be used; the message names the file and the field."""
+
+
+def read_skew_file(path: Path) -> tuple[float, float] | None:
+    """(offset_s, rate) from a JSON file `{"offset_s": float, "rate": float}`; None if it does not
+    exist. A missing key means no skew in that dimension (offset 0, rate 1). Raises SkewFileError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise SkewFileError(f"{path}: cannot read: {e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise SkewFileError(f"{path}: not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise SkewFileError(f'{path}: expected an object {{"offset_s": ..., "rate": ...}}, got {text[:80]!r}')
+    unknown = sorted(set(data) - {"offset_s", "rate"})
+    if unknown:
+        raise SkewFileError(f"{path}: unknown field(s) {', '.join(unknown)} (expected offset_s, rate)")
+    values: dict[str, float] = {}
+    for key, default in (("offset_s", 0.0), ("rate", 1.0)):
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise SkewFileError(f"{path}: {key} must be a finite number, got {value!r}")
+        values[key] = float(value)
+    if values["rate"] <= 0:
+        raise SkewFileError(f"{path}: rate must be positive, got {values['rate']}")
+    return values["offset_s"], values["rate"]
+
+
+_StatKey = tuple[int, int, int]
+
+
+class SkewFileClock(SkewedClock):
+    """A `SkewedClock` whose offset and rate follow a JSON file (`read_skew_file`).
+
+    `check()` looks at the file (one `stat` when it has not changed) and applies a change with
+    `set_skew`, so the clock continues from its current skewed reading: a new rate bends the clock
+    from now on, and only a changed offset moves it (backwards too, if the new offset is smaller:
+    that is what a stepped clock does). A missing file means no skew: offset 0, rate 1, or
+    `default` when given (the `--clock-skew` flag). A file that cannot be used is logged (naming the
+    field) and the current skew is kept until the file changes again.
+
+    `now()` never touches the file: `run()` (a task, `start()`) calls `check()` every
+    `check_interval` seconds of real time, so a change takes effect within that interval.
+    """
+
+    def __init__(
+        self,
+        base: Clock,
+        path: Path | str,
+        *,
+        check_interval: float = 0.25,
+        default: tuple[float, float] = (0.0, 1.0),
+    ) -> None:
+        if check_interval <= 0:
+            raise ValueError(f"check_interval must be positive, got {check_interval}")
+        offset, rate = default
+        super().__init__(base, offset=offset, rate=rate)
+        self.path = Path(path)
+        self.check_interval = check_interval
+        self.default = (offset, rate)
+        self.changes = 0  # skews applied from the file (for logs and tests)
+        self.last_error: str | None = None
+        self._seen: _StatKey | bool | None = False  # False: never looked; None: file absent
+        self._task: asyncio.Task[None] | None = None
+        self.check()
+
+    def _stat(self) -> _StatKey | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def check(self) -> bool:
+        """Look at the file; apply its skew if it changed. Returns whether the skew changed."""
+        try:
+            key = self._stat()
+        except OSError as e:
+            self._error(f"{self.path}: cannot stat: {e}")
+            return False
+        if key == self._seen:
+            return False
+        try:
+            skew = read_skew_file(self.path)
+        except SkewFileError as e:
+            self._error(str(e))
+            return False  # not remembered as seen: the next look reads it again
+        self._seen = key if skew is not None else None
+        self.last_error = None
+        offset, rate = skew if skew is not None else self.default
+        if (offset, rate) == (self.offset, self.rate):
+            return False
+        before = self.now()
+        self.set_skew(offset=offset, rate=rate)
+        self.changes += 1
+        log.warning(
+            "clock skew %s: offset %+gs, rate %g (the clock moved %+.3fs)",
+            f"from {self.path}" if skew is not None else f"reset ({self.path} is gone)",
+            offset,
+            rate,
+            self.now() - before,
+        )
+        return True
+
+    def _error(self, message: str) -> None:
+        if message != self.last_error:
+            log.error("clock skew file not applied, keeping the current skew: %s", message)
+        self.last_error = message
+
+    async def run(self) -> None:
+        """Check the file every `check_interval` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.check_interval)
+            self.check()
+
+    def start(self) -> asyncio.Task[None]:
+        """Start `run()` on the running loop (idempotent); `stop()` ends it."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self.run(), name="clock-skew-file")
+        return self._task
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
