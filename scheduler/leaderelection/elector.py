@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 # Re-watch backoff when the Lease watch keeps failing (the slow poll covers the gap meanwhile).
 WATCH_BACKOFF_INITIAL = 0.05
 WATCH_BACKOFF_MAX = 2.0
+# A watch that ended sooner than this after connecting counts as a failure (backs off).
+MIN_HEALTHY_WATCH_S = 1.0
 
 
 def jitter(duration: float, max_factor: float, rng: random.Random | None = None) -> float:
@@ -582,6 +584,7 @@ class LeaderElector:
         failures = 0
         while True:
             connected = False
+            started = self._clock.now()
             try:
                 async with self.lock.watch() as events:
                     initial, seen = True, False
@@ -613,6 +616,12 @@ class LeaderElector:
                 if self._watch_connected:
                     self._watch_connected = False
                     self._changed.set()
+            if connected and self._clock.now() - started >= MIN_HEALTHY_WATCH_S:
+                # A stream that delivered the current state and then ran a while was ended by a
+                # channel swap (certificate rotation) or the server's max connection age: re-watch at
+                # once, as client-go's reflector does; only a "very short watch" backs off
+                # (k8s.io/client-go/tools/cache/reflector.go, handleWatch / errorStopRequested).
+                failures = 0
             if failures:
                 delay = min(WATCH_BACKOFF_MAX, WATCH_BACKOFF_INITIAL * 2 ** (failures - 1))
                 await self._clock.sleep_until(self._clock.now() + jitter(delay, 1.0, self._rng))
