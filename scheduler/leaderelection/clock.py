@@ -213,10 +213,18 @@ class FakeClock:
 class SkewedClock:
     """`base` seen from a machine whose clock is off by `offset` seconds and runs at `rate`.
 
-    now() = now₀ + (base.now() - base₀) · rate + offset, anchored when built (or re-anchored by
-    `set_skew`); wall() is skewed the same way. Sleeps and timeouts are translated back onto `base`,
-    so a clock running at rate 2 sleeps half as long in base time. A sleeper already waiting when the
-    rate changes wakes by the old mapping (then sleeps more if it woke early).
+    The offset moves only the wall clock: wall() = wall₀ + (base elapsed) · rate + offset. The
+    monotonic reading every duration is measured with is bent only by the rate: now() = now₀ + (base
+    elapsed) · rate. That is what a Go process sees when NTP steps the wall clock: `time.Now()` carries
+    a monotonic reading, and client-go's leader election takes its durations from `Sub` on it
+    (k8s.io/client-go/tools/leaderelection/leaderelection.go, `isLeaseValid` / `renew`), so a
+    stepped clock changes only the renewTime written into the Lease, while a clock that runs fast or
+    slow stretches every lease duration, renew deadline and retry period it measures.
+
+    Both are anchored when built (or re-anchored by `set_skew`, continuing from the current reading).
+    Sleeps and timeouts are translated back onto `base`, so a clock running at rate 2 sleeps half as
+    long in base time. A sleeper already waiting when the rate changes wakes by the old mapping
+    (then sleeps more if it woke early).
     """
 
     def __init__(self, base: Clock, *, offset: float = 0.0, rate: float = 1.0) -> None:
@@ -239,10 +247,11 @@ class SkewedClock:
         return self._rate
 
     def set_skew(self, *, offset: float | None = None, rate: float | None = None) -> None:
-        """Change the skew from now on; `now()` continues from its current reading (plus any new offset)."""
+        """Change the skew from now on; both readings continue from where they are (wall() plus any
+        change of offset)."""
         if rate is not None and rate <= 0:
             raise ValueError(f"a clock rate must be positive, got {rate}")
-        local_now = self.now() - self._offset
+        local_now = self.now()
         wall_now = self.wall() - timedelta(seconds=self._offset)
         self._base0 = self._base.now()
         self._local0 = local_now
@@ -254,14 +263,14 @@ class SkewedClock:
             self._rate = rate
 
     def now(self) -> float:
-        return self._local0 + (self._base.now() - self._base0) * self._rate + self._offset
+        return self._local0 + (self._base.now() - self._base0) * self._rate
 
     def wall(self) -> datetime:
         elapsed = (self._base.wall() - self._wall_base0).total_seconds()
         return self._wall_local0 + timedelta(seconds=elapsed * self._rate + self._offset)
 
     def _to_base(self, deadline: float) -> float:
-        return self._base0 + (deadline - self._offset - self._local0) / self._rate
+        return self._base0 + (deadline - self._local0) / self._rate
 
     async def sleep_until(self, deadline: float) -> None:
         while True:
