@@ -3,11 +3,16 @@
     kse chaos run kill-leader                    # a scenario by name (scenarios/) or a path
     kse chaos run scenarios/zombie-leader.yaml --short --json
     kse chaos run etcd-member-kill --seed 3 --report out/
+    kse chaos run kill-leader --attach ~/.kse                  # against a running `kse up`
+    kse chaos run upgrade-day --attach /var/lib/kse --backend docker   # compose's chaos service
     kse chaos list
 
 `run` starts a fresh local cluster (a temp dir), injects the scenario's faults on time, then checks
-the run's history (`chaos.runner`). Exit status: 0 when every check of the scenario passed, 1 when an
-invariant failed (or a fault could not be injected), 2 for a bad scenario or usage.
+the run's history (`chaos.runner`). With `--attach DATA_DIR` it starts nothing: the faults hit the
+running cluster through the chosen backend (local processes by pid from DATA_DIR/run/cluster.json,
+or docker containers), and the run's files go to DATA_DIR/chaos/<scenario>-<time>/. Exit status: 0
+when every check of the scenario passed, 1 when an invariant failed (or a fault could not be
+injected, or the run could not be carried out), 2 for a bad scenario or usage.
 
 `--json` prints one object: {"scenario", "seed", "passed", "invariants": {NAME: {"passed",
 "detail"}}, "faults": [...], "failovers": [{"fault", "fault_to_acquire_ms", "gap_ms"}],
@@ -54,9 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--attach",
-        metavar="CONNECTION",
+        metavar="DATA_DIR",
+        type=Path,
         default=None,
-        help="(not implemented) run against a running `kse up` cluster",
+        help="run against the running cluster whose data dir this is (`kse up --data-dir`, or the "
+        "compose volume); its own workload keeps going; the scenario's cluster section is ignored",
+    )
+    run.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="how faults reach processes with --attach: local pids (default) or docker containers",
     )
     sub.add_parser("list", help="the scenarios shipped in scenarios/")
     return p
@@ -77,12 +90,11 @@ def _run(args: argparse.Namespace) -> int:
     from chaos.checker import to_markdown, write_report
     from chaos.runner import RunError, run_scenario
 
-    if args.attach is not None:
-        print(
-            "kse chaos run: --attach is not implemented yet: scenarios run on a fresh local cluster "
-            "they start themselves (drop --attach)",
-            file=sys.stderr,
-        )
+    if args.backend != "local" and args.attach is None:
+        print("kse chaos run: --backend docker needs --attach DATA_DIR", file=sys.stderr)
+        return 2
+    if args.attach is not None and args.keep:
+        print("kse chaos run: --keep is for fresh clusters (attached runs keep their files)", file=sys.stderr)
         return 2
     try:
         scenario = load_scenario(find_scenario(args.scenario))
@@ -98,7 +110,9 @@ def _run(args: argparse.Namespace) -> int:
         assert task is not None
         # SIGTERM cancels the run as Ctrl-C does, so the cluster is still stopped in order.
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await run_scenario(scenario, seed=args.seed, keep=args.keep)
+        return await run_scenario(
+            scenario, seed=args.seed, keep=args.keep, attach=args.attach, backend=args.backend
+        )
 
     try:
         outcome = asyncio.run(go())

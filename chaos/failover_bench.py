@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 # Only the standard library and the (stdlib-only) report module here: `kse bench` imports this module
 # to build its parser, and `kse --help` must stay fast. The cluster, the client and the checker are
 # imported by the functions that run the benchmark.
+from chaos.cluster_setup import fencing_args
 from chaos.failover_report import (
     SAFETY_COUNTS,
     TIMINGS,
@@ -90,7 +91,6 @@ __all__ = [
 FAULTS: dict[str, str] = {"kill": "kill", "term": "terminate", "stop": "stop"}
 ELECTIONS = ("watch", "poll")
 ON_LOST_LEASE = ("exit", "standby")
-SCHEDULER_USER = "system:kube-scheduler"
 POLL_S = 0.02  # pacing of the waits between steps (the timings come from the audit log, not these)
 
 
@@ -169,7 +169,9 @@ class FailoverBenchConfig:
     def delete_after(self) -> float:
         """Workload churn: each pod is deleted this long after it runs, so about half of the fleet's
         capacity (40 default pods a node: 4 CPU / 100m) is in use at the steady rate."""
-        return max(1.0, min(30.0, 0.5 * 40 * self.nodes / self.rate))
+        from chaos.cluster_setup import churn_delete_after
+
+        return churn_delete_after(self.nodes, self.rate)
 
     @property
     def takeover_within(self) -> float:
@@ -606,18 +608,17 @@ class _Run:
     async def final_state(self) -> tuple[list[pb.Pod], list[pb.Node]]:
         """Stop the workload, let the leader bind what is pending (a few seconds at most), then list
         pods and nodes."""
+        from chaos.cluster_setup import final_state
+
         cluster = self.cluster
         assert cluster.clientset is not None
-        if cluster.workload is not None:
-            await cluster.workload.terminate(cluster.plan.grace)
-        deadline = time.monotonic() + 5.0
-        while True:
-            pods = (await cluster.clientset.pods.list_all("")).items
-            pending = [p for p in pods if not p.spec.node_name and not p.metadata.deletion_timestamp]
-            if not pending or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.2)
-        nodes = (await cluster.clientset.nodes.list_all("")).items
+        workload = cluster.workload
+
+        async def stop_workload() -> None:
+            if workload is not None:
+                await workload.terminate(cluster.plan.grace)
+
+        pods, nodes, _ = await final_state(cluster.clientset, stop_workload=stop_workload, settle_s=5.0)
         return pods, nodes
 
 
@@ -660,7 +661,7 @@ async def _run_with_history(
             restart_policy=BackoffPolicy(initial=0.5, cap=2.0, reset_after=max(5.0, 2 * cfg.lease_duration)),
             grace=10.0,
             log_level="info",
-            apiserver_args=(*_fencing_args(cfg.fencing), *cfg.apiserver_args),
+            apiserver_args=(*fencing_args(cfg.fencing), *cfg.apiserver_args),
             scheduler_args=cfg.scheduler_args,
             nodesim_args=("--seed", str(cfg.seed)),
             workload_args=("--delete-after", f"{cfg.delete_after:g}s"),
@@ -750,14 +751,6 @@ async def _probe(
     except Exception as e:
         notes.append(f"{what} unavailable: {type(e).__name__}: {e}")
         return None
-
-
-def _fencing_args(on: bool) -> tuple[str, ...]:
-    """Fencing on: the API server checks every fence token in the write's transaction, and refuses
-    a scheduler write that carries none (Lease writes excepted), so nothing gets past unfenced."""
-    if on:
-        return ("--fencing", "on", "--require-fence-for", SCHEDULER_USER)
-    return ("--fencing", "off")
 
 
 def _sched_cpu(cluster: Cluster) -> float:
@@ -1022,8 +1015,6 @@ def _non_negative_float(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
-
-
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

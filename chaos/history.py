@@ -44,6 +44,7 @@ from proto import kse_pb2 as pb
 __all__ = [
     "APPLICATION_CODES",
     "AUDIT_GLOB",
+    "CLOCK_SKEW",
     "CONT",
     "EXPIRE_CERTS",
     "FAULTS_FILE",
@@ -113,10 +114,16 @@ HEAL = "heal"
 ROTATE_CERTS = "rotate_certs"  # leaf certificates re-issued and swapped in while running
 ROTATE_CA = "rotate_ca"  # CA rotation (bundle overlap, new leaves, old CA dropped)
 EXPIRE_CERTS = "expire_certs"  # certificates let expire: errors are expected, not a rotation failure
+CLOCK_SKEW = "clock_skew"  # a replica's clock set off (offset) and/or running fast or slow (rate)
 PHASE_START = "start"
 PHASE_END = "end"
 
-LEADER_FAULTS: frozenset[str] = frozenset({KILL, STOP, TERMINATE, RESTART, PARTITION})
+# Faults that may end the target's term when it leads: the failover analysis times each one that hit
+# the leader (an expired client certificate stops its renewals; a skewed clock should not, and is
+# timed to show that it did not: "survived").
+LEADER_FAULTS: frozenset[str] = frozenset(
+    {KILL, STOP, TERMINATE, RESTART, PARTITION, EXPIRE_CERTS, CLOCK_SKEW}
+)
 ROTATION_FAULTS: frozenset[str] = frozenset({ROTATE_CERTS, ROTATE_CA})
 
 # gRPC codes that are the server's answer to the request itself (conflicts, missing objects, broken
@@ -609,31 +616,37 @@ def fault_windows(faults: Iterable[FaultRecord], kinds: Iterable[str] | None = N
 
     A record with detail {"duration_s": d} is the window [ts, ts + d]; a start record followed by a
     record for the same fault and target with detail {"phase": "end"} is the window between them
-    (an unmatched start lasts to the last record's time); anything else is an instant.
+    (starts and ends of one fault and target pair up first-in first-out, so overlapping windows on
+    one target, e.g. two rotations of the leader's pair, each keep their own extent; an unmatched
+    start lasts to the last record's time); a record with detail {"part_of": <its own fault>} is a
+    step inside such a window and no window itself; anything else is an instant.
     """
     wanted = None if kinds is None else set(kinds)
     recs = sorted(faults, key=lambda f: f.ts)
     last_ts = recs[-1].ts if recs else 0.0
     out: list[FaultWindow] = []
-    open_: dict[tuple[str, str], FaultRecord] = {}
+    open_: dict[tuple[str, str], list[FaultRecord]] = {}
     for f in recs:
         if wanted is not None and f.fault not in wanted:
             continue
+        if f.detail.get("part_of") == f.fault:
+            continue  # a step inside its own fault's window (rotate-ca's phases)
         phase = f.detail.get("phase")
         key = (f.fault, f.target)
         if phase == PHASE_END:
-            start = open_.pop(key, None)
-            if start is not None:
+            starts = open_.get(key)
+            if starts:
+                start = starts.pop(0)
                 out.append(FaultWindow(f.fault, f.target, start.ts, f.ts))
             continue
         dur = f.detail.get("duration_s")
         if isinstance(dur, int | float):
             out.append(FaultWindow(f.fault, f.target, f.ts, f.ts + float(dur)))
         elif phase == PHASE_START:
-            open_[key] = f
+            open_.setdefault(key, []).append(f)
         else:
             out.append(FaultWindow(f.fault, f.target, f.ts, f.ts))
-    out.extend(FaultWindow(s.fault, s.target, s.ts, max(last_ts, s.ts)) for s in open_.values())
+    out.extend(FaultWindow(s.fault, s.target, s.ts, max(last_ts, s.ts)) for v in open_.values() for s in v)
     return sorted(out, key=lambda w: (w.start, w.end))
 
 

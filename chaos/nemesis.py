@@ -1,24 +1,46 @@
-"""The nemesis, local-process backend: faults on the processes of a `kse.up.Cluster`.
+"""The nemesis: decides which process a fault hits, hits it through a `FaultBackend`, and records it.
 
-Each fault resolves its target when it fires, acts, and appends `FaultRecord`s (chaos.history) to
-the run's `faults.jsonl`, stamped with this machine's wall clock just before the signal is sent:
+The backend (`chaos.backend`) says how a fault reaches a process: local processes
+(`chaos.local_backend`) or docker containers (`chaos.docker_backend`). Who leads is read from the
+scheduler Lease through the API (the admin clientset), the same for every backend. Each fault
+resolves its target when it fires, acts, and appends `FaultRecord`s (chaos.history) to the run's
+`faults.jsonl`, stamped with this machine's wall clock just before the fault is applied:
 
-    fault    replica (leader, scheduler-N, random-replica)   apiserver / etcd member
-    kill     SIGKILL; the supervisor restarts it              SIGKILL; started again after `duration`
-    term     SIGTERM (a leader releases its lease)            SIGTERM; started again after `duration`
-    stop     SIGSTOP for `duration` s, then SIGCONT           the same
-    restart  SIGTERM, started again at once (ready awaited)  SIGTERM, started again after `duration`
-    partition  its link to the API server black-holed for   -
-             `duration` s (`chaos.proxy`), then healed
+    fault       replica (leader, standby, scheduler-N, random)    apiserver / etcd member
+    kill        SIGKILL; its supervisor restarts it               SIGKILL; started again after `duration`
+    term        SIGTERM (a leader releases its lease)             SIGTERM; started again after `duration`
+    stop        SIGSTOP for `duration` s, then SIGCONT            the same
+    restart     SIGTERM, started again at once (ready awaited)    SIGTERM, started again after `duration`
+    partition   its link to the API server black-holed for        -
+                `duration` s, then healed
+    rotate-leaf its identity's pair reissued from the same CA     apiserver: its serving and etcd-client
+                                                                  pairs; etcd: etcd's serving pair;
+                                                                  all: every leaf
+    expire-cert its client pair reissued already expired (or      -
+                expiring in `duration` s); after `heal_after` s
+                a valid pair again
+    clock-skew  its clock file set to `offset` / `rate`; reset    -
+                after `duration` s if given
+    rotate-ca   (target all) add, switch, remove, `duration` s apart; etcd members restarted one at a
+                time after add and after remove (see `_rotate_ca`)
 
-Records: `kill` / `terminate` / `restart` are instants; a `stop` or a `partition` is a window (a
-record with detail phase "start", and one with phase "end" at SIGCONT or heal); a process that stays
-down for a while gets a `restart` record when it is started again. Faults on replicas carry the
-replica's lease identity (and the Lease's transitions if it held the Lease) in `detail`, which the
-failover analysis needs.
+Records: `kill` / `terminate` / `restart` are instants (an API server brought back at once also gets
+a `restart` record with detail "after" once it is ready again, which ends its outage); `stop`,
+`partition`, `rotate_certs`, `rotate_ca`, `expire_certs` and `clock_skew` are windows: a record with
+detail phase "start" and one with phase "end" for the same fault and target (at SIGCONT, heal, the
+end of the watched window, the last CA phase's window, the valid pair issued again, the skew
+removed; a window without an end record lasts to the end of the history). Steps inside a window
+(rotate-ca's phases, the etcd restarts it makes) are records with detail "part_of" naming the
+window's fault. A process that stays down for a while gets a `restart` record (detail "after") when
+it is started again. Faults on replicas carry the replica's lease identity (and the Lease's
+transitions if it held the Lease) in `detail`, which the failover analysis needs.
 
-A partition needs the replica to reach the API server through a `PartitionProxy` (the runner sets
-that up before t=0 when a scenario has partitions). The docker backend is not here yet.
+What `no_rotation_rpc_errors` reads: a rotation's window runs from just before the first file is
+written to `duration` s (rotate-leaf) or `duration` s after the last phase (rotate-ca) later, the
+time by which every process has reloaded (clients poll their files every second). An expire-cert
+window carries detail "client" (the replica name, which is also the client name of its
+`rpc-errors-<name>.jsonl`): that client's errors inside it are what the fault is for, and are not
+charged to a rotation that overlaps it.
 """
 
 from __future__ import annotations
@@ -28,25 +50,30 @@ import contextlib
 import random
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from chaos.backend import BackendError, FaultBackend
 from chaos.history import (
+    CLOCK_SKEW,
+    EXPIRE_CERTS,
     KILL,
     PARTITION,
     PHASE_END,
     PHASE_START,
     RESTART,
+    ROTATE_CA,
+    ROTATE_CERTS,
     STOP,
     TERMINATE,
     FaultRecord,
     JsonlWriter,
 )
-from chaos.scenario import FaultSpec
+from chaos.scenario import ROTATION_STEP_S, FaultSpec
 
 if TYPE_CHECKING:
-    from chaos.proxy import PartitionProxy
-    from kse.procs.etcd import EtcdProcess
-    from kse.up import Cluster, Replica
+    from kse.client.clientset import Clientset
+    from proto import kse_pb2 as pb
 
 __all__ = ["FAULT_RECORD_NAMES", "Nemesis", "NemesisError"]
 
@@ -57,35 +84,45 @@ FAULT_RECORD_NAMES: dict[str, str] = {
     "stop": STOP,
     "restart": RESTART,
     "partition": PARTITION,
+    "rotate-leaf": ROTATE_CERTS,
+    "rotate-ca": ROTATE_CA,
+    "expire-cert": EXPIRE_CERTS,
+    "clock-skew": CLOCK_SKEW,
 }
+EXPIRED_AGO = timedelta(hours=1)  # an "already expired" certificate expired this long ago
+CLIENT_RELOAD_S = 2.5  # a client picks up new files within its 1 s poll, plus the channel swap
 
 
 class NemesisError(RuntimeError):
-    """A fault could not be injected (no leader to hit, an unknown target)."""
+    """A fault could not be injected (no leader to hit, an unknown target, a backend that cannot)."""
 
 
 class Nemesis:
-    """Injects `FaultSpec`s into a running cluster; one per run (it owns the faults writer)."""
+    """Injects `FaultSpec`s through a backend; one per run (it owns the faults writer)."""
 
     def __init__(
         self,
-        cluster: Cluster,
+        backend: FaultBackend,
+        clientset: Clientset,
         faults: JsonlWriter,
         *,
         seed: int = 0,
         default_stop: float = 5.0,
         leader_within: float = 60.0,
-        proxies: dict[str, PartitionProxy] | None = None,
+        lease: tuple[str, str] = ("kube-system", "kube-scheduler"),
         say: Callable[[str], None] = lambda _m: None,
     ) -> None:
-        self.cluster = cluster
-        self.proxies = dict(proxies or {})  # replica name -> the proxy between it and the API server
+        self.backend = backend
+        self.clientset = clientset
         self.faults = faults
         self.rng = random.Random(seed)
         self.default_stop = default_stop
         self.leader_within = leader_within
+        self.lease_ref = lease
         self.say = say
         self.injected: list[FaultRecord] = []
+        # One PKI writer at a time (rotations hold the PKI's flock too; this keeps them in order).
+        self._pki = asyncio.Lock()
 
     def _record(self, ts: float, fault: str, target: str, detail: dict[str, Any]) -> FaultRecord:
         rec = FaultRecord(ts, fault, target, detail)
@@ -95,153 +132,364 @@ class Nemesis:
 
     async def inject(self, spec: FaultSpec) -> None:
         """Inject one fault and see it through (a `stop` returns after its SIGCONT, a process that
-        stays down after it is started again)."""
-        t = spec.target
-        if t == "apiserver":
+        stays down after it is started again, a window after its end)."""
+        try:
+            await self._inject(spec)
+        except BackendError as e:
+            raise NemesisError(str(e)) from e
+
+    async def _inject(self, spec: FaultSpec) -> None:
+        t, f = spec.target, spec.fault
+        if f == "rotate-ca":
+            await self._rotate_ca(spec)
+        elif f == "rotate-leaf" and t in ("apiserver", "etcd", "all"):
+            await self._rotate_leaf(spec, t, None)
+        elif t == "apiserver":
             await self._apiserver(spec)
         elif t.startswith("etcd"):
             await self._etcd(spec, await self._etcd_member(t))
         else:
             await self._replica(spec, await self._replica_target(t))
 
-    # ------------------------------------------------------------------ targets
+    # ------------------------------------------------------------------ lease and targets
 
-    async def _replica_target(self, target: str) -> Replica:
-        c = self.cluster
-        if target == "leader":
-            leader = await c.leader()
-            if leader is None:
-                try:
-                    leader = await c.wait_for_leader(self.leader_within)
-                except TimeoutError as e:
-                    raise NemesisError(f"no leader to hit: {e}") from e
-            return leader
-        if target == "random-replica":
-            return self.rng.choice(sorted(c.replicas, key=lambda r: r.name))
+    async def lease(self) -> pb.Lease | None:
+        """The scheduler Lease, read through the API now (None if there is none)."""
+        from kse.client.errors import NotFoundError
+
+        ns, name = self.lease_ref
         try:
-            return c.replica(target)
-        except KeyError as e:
-            raise NemesisError(str(e)) from e
+            return await self.clientset.leases.get(ns, name)
+        except NotFoundError:
+            return None
 
-    async def _etcd_member(self, target: str) -> EtcdProcess:
-        c = self.cluster
-        if c.etcd is None:
-            raise NemesisError("the cluster has no etcd")
-        if target == "etcd":
-            return self.rng.choice(c.etcd.members)
-        if target == "etcd-leader":
+    async def _by_identity(self, identity: str) -> str | None:
+        for r in await self.backend.replicas():
+            if identity and await self.backend.identity(r) == identity:
+                return r
+        return None
+
+    async def leader(self) -> str | None:
+        """The replica whose current identity holds the Lease (read now), if any."""
+        lease = await self.lease()
+        if lease is None or not lease.spec.holder_identity:
+            return None
+        return await self._by_identity(lease.spec.holder_identity)
+
+    async def wait_for_leader(self, within: float) -> str:
+        from kse.client.errors import ApiError
+
+        deadline = time.monotonic() + within
+        last = ""
+        while True:
             try:
-                return await c.etcd.leader()
-            except Exception as e:
-                raise NemesisError(f"no etcd leader: {e}") from e
-        try:
-            return c.etcd.member(target)
-        except (KeyError, ValueError) as e:
-            raise NemesisError(f"no etcd member {target!r}") from e
+                r = await self.leader()
+            except ApiError as e:
+                r, last = None, str(e)
+            if r is not None:
+                return r
+            if time.monotonic() >= deadline:
+                raise NemesisError(f"no leader to hit within {within:g}s" + (f" ({last})" if last else ""))
+            await asyncio.sleep(0.05)
+
+    async def _replica_target(self, target: str) -> str:
+        if target == "leader":
+            return await self.wait_for_leader(self.leader_within)
+        replicas = await self.backend.replicas()
+        if target == "standby":
+            leader = await self.leader()
+            others = [r for r in replicas if r != leader]
+            if not others:
+                raise NemesisError("no standby replica (every replica is the leader, or there is none)")
+            return self.rng.choice(others)
+        if target == "random-replica":
+            if not replicas:
+                raise NemesisError("no scheduler replicas")
+            return self.rng.choice(replicas)
+        if target not in replicas:
+            raise NemesisError(f"no replica {target!r}; have: {', '.join(replicas)}")
+        return target
+
+    async def _etcd_member(self, target: str) -> str:
+        members = await self.backend.etcd_members()
+        if not members:
+            raise NemesisError("the cluster has no etcd members the backend can reach")
+        if target == "etcd":
+            return self.rng.choice(members)
+        if target == "etcd-leader":
+            leader = getattr(self.backend, "etcd_leader", None)
+            if leader is None:
+                raise NemesisError(f"the {self.backend.name} backend cannot tell the etcd leader")
+            return str(await leader())
+        if target not in members:
+            raise NemesisError(f"no etcd member {target!r}; have: {', '.join(members)}")
+        return target
+
+    async def _replica_detail(self, replica: str, target: str) -> dict[str, Any]:
+        identity = await self.backend.identity(replica)
+        detail: dict[str, Any] = {
+            "identity": identity,
+            "pid": await self.backend.pid(replica),
+            "target": target,
+        }
+        with contextlib.suppress(Exception):
+            lease = await self.lease()
+            if lease is not None and identity and lease.spec.holder_identity == identity:
+                detail["lease_transitions"] = lease.spec.lease_transitions
+                detail["leader"] = True
+        return detail
 
     # ------------------------------------------------------------------ replicas
 
-    async def _replica(self, spec: FaultSpec, r: Replica) -> None:
-        detail: dict[str, Any] = {"identity": r.identity, "pid": r.pid, "target": spec.target}
-        with contextlib.suppress(Exception):
-            lease = await self.cluster.lease()
-            if lease is not None and lease.spec.holder_identity == r.identity:
-                detail["lease_transitions"] = lease.spec.lease_transitions
-                detail["leader"] = True
+    async def _replica(self, spec: FaultSpec, r: str) -> None:
+        b = self.backend
+        detail = await self._replica_detail(r, spec.target)
         name = FAULT_RECORD_NAMES[spec.fault]
-        self.say(f"{spec.fault} {r.name} ({r.identity}){' [leader]' if detail.get('leader') else ''}")
+        self.say(
+            f"{spec.describe()}: {r} ({detail['identity']}){' [leader]' if detail.get('leader') else ''}"
+        )
         if spec.fault == "kill":
-            self._record(time.time(), name, r.name, detail)
-            await r.kill()
+            self._record(time.time(), name, r, detail)
+            await b.kill(r)
         elif spec.fault == "term":
-            self._record(time.time(), name, r.name, detail)
-            await r.terminate()
+            self._record(time.time(), name, r, detail)
+            await b.terminate(r)
         elif spec.fault == "restart":
-            self._record(time.time(), name, r.name, detail)
-            await r.terminate(restart=False)
-            await r.start(wait_ready=True)  # a rolling restart waits for each replica to be ready
+            self._record(time.time(), name, r, detail)
+            await b.terminate(r, restart=False)
+            await b.start(r)  # a rolling restart waits for each replica to be ready
         elif spec.fault == "partition":
-            proxy = self.proxies.get(r.name)
-            if proxy is None:
-                raise NemesisError(f"{r.name} is not behind a partition proxy")
             d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, r.name, detail | {"phase": PHASE_START, "partition_for_s": d})
-            proxy.partition()
+            self._record(time.time(), name, r, detail | {"phase": PHASE_START, "partition_for_s": d})
+            await b.partition(r)
             try:
                 await asyncio.sleep(d)
             finally:
                 ts = time.time()
-                proxy.heal()
-                self._record(ts, name, r.name, {"identity": detail["identity"], "phase": PHASE_END})
+                await b.heal(r)
+                self._record(ts, name, r, {"identity": detail["identity"], "phase": PHASE_END})
+        elif spec.fault == "stop":
+            d = spec.duration if spec.duration is not None else self.default_stop
+            self._record(time.time(), name, r, detail | {"phase": PHASE_START, "stop_for_s": d})
+            await b.pause(r)
+            try:
+                await asyncio.sleep(d)
+            finally:
+                ts = time.time()
+                await b.resume(r)
+                self._record(ts, name, r, {"identity": detail["identity"], "phase": PHASE_END})
+        elif spec.fault == "rotate-leaf":
+            await self._rotate_leaf(spec, r, detail)
+        elif spec.fault == "expire-cert":
+            await self._expire_cert(spec, r, detail)
+        elif spec.fault == "clock-skew":
+            await self._clock_skew(spec, r, detail)
         else:
-            d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, r.name, detail | {"phase": PHASE_START, "stop_for_s": d})
-            await r.stop()
-            try:
-                await asyncio.sleep(d)
-            finally:
-                ts = time.time()
-                await r.cont()
-                self._record(ts, name, r.name, {"identity": detail["identity"], "phase": PHASE_END})
+            raise NemesisError(f"{spec.fault} does not apply to a replica")
 
     # ------------------------------------------------------------------ API server and etcd
 
-    async def _apiserver(self, spec: FaultSpec) -> None:
-        api = self.cluster.apiserver
-        if api is None:
-            raise NemesisError("the cluster has no API server")
+    async def _down_and_up(self, spec: FaultSpec, target: str, detail: dict[str, Any]) -> None:
+        """kill / term / restart of a process the cluster does not restart by itself (API server,
+        etcd member): down for `duration` s (0: back at once), then started again, ready awaited."""
+        b = self.backend
         down = spec.duration or 0.0
-        detail: dict[str, Any] = {"pid": api.pid}
         name = FAULT_RECORD_NAMES[spec.fault]
-        self.say(f"{spec.fault} {api.name}" + (f" ({down:g}s)" if down else ""))
         if spec.fault == "stop":
             d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, api.name, detail | {"phase": PHASE_START, "stop_for_s": d})
-            api.pause()
+            self._record(time.time(), name, target, detail | {"phase": PHASE_START, "stop_for_s": d})
+            await b.pause(target)
             try:
                 await asyncio.sleep(d)
             finally:
                 ts = time.time()
-                api.resume()
-                self._record(ts, name, api.name, {"phase": PHASE_END})
+                await b.resume(target)
+                self._record(ts, name, target, {"phase": PHASE_END})
             return
-        self._record(time.time(), name, api.name, detail | ({"down_s": down} if down else {}))
-        if not down:
-            await self.cluster.restart_apiserver(kill=spec.fault == "kill")
-            return
+        self._record(time.time(), name, target, detail | ({"down_s": down} if down else {}))
         if spec.fault == "kill":
-            api.kill()
+            await b.kill(target, restart=False)
         else:
-            await api.terminate()
-        await asyncio.sleep(down)
-        ts = time.time()
-        api.start()
-        await api.wait_ready(self.cluster.plan.ready_timeout)
-        self._record(ts, RESTART, api.name, {"after": spec.fault})
-
-    async def _etcd(self, spec: FaultSpec, m: EtcdProcess) -> None:
-        down = spec.duration or 0.0
-        detail: dict[str, Any] = {"pid": m.pid, "members": len(self.cluster.etcd_members)}
-        name = FAULT_RECORD_NAMES[spec.fault]
-        self.say(f"{spec.fault} {m.name}" + (f" ({down:g}s)" if down else ""))
-        if spec.fault == "stop":
-            d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, m.name, detail | {"phase": PHASE_START, "stop_for_s": d})
-            await m.pause()
-            try:
-                await asyncio.sleep(d)
-            finally:
-                ts = time.time()
-                await m.resume()
-                self._record(ts, name, m.name, {"phase": PHASE_END})
-            return
-        self._record(time.time(), name, m.name, detail | ({"down_s": down} if down else {}))
-        if spec.fault == "kill":
-            await m.kill()
-        else:
-            await m.stop()
+            await b.terminate(target, restart=False)
         if down:
             await asyncio.sleep(down)
         ts = time.time()
-        await m.restart()
-        self._record(ts, RESTART, m.name, {"after": spec.fault})
+        await b.start(target)
+        self._record(ts, RESTART, target, {"after": spec.fault})
+
+    async def _apiserver(self, spec: FaultSpec) -> None:
+        down = spec.duration or 0.0
+        target = "apiserver"
+        self.say(f"{spec.fault} {target}" + (f" ({down:g}s)" if down else ""))
+        detail: dict[str, Any] = {"pid": await self.backend.pid(target)}
+        if spec.fault in ("kill", "term", "restart") and not down:
+            # Back at once (ready awaited): one record, as `kse up`'s own restart makes it.
+            self._record(time.time(), FAULT_RECORD_NAMES[spec.fault], target, detail)
+            if spec.fault == "kill":
+                await self.backend.kill(target, restart=True)
+            else:
+                await self.backend.terminate(target, restart=True)
+            # Back and ready: the end of the outage (no_rotation_rpc_errors does not charge a
+            # rotation with the errors an API server outage causes).
+            self._record(time.time(), RESTART, target, {"after": spec.fault, "ready": True})
+            return
+        await self._down_and_up(spec, target, detail)
+
+    async def _etcd(self, spec: FaultSpec, member: str) -> None:
+        down = spec.duration or 0.0
+        self.say(f"{spec.fault} {member}" + (f" ({down:g}s)" if down else ""))
+        detail: dict[str, Any] = {
+            "pid": await self.backend.pid(member),
+            "members": len(await self.backend.etcd_members()),
+        }
+        await self._down_and_up(spec, member, detail)
+
+    # ------------------------------------------------------------------ certificates
+
+    def _stems(self, target: str) -> list[str]:
+        from certs.layout import APISERVER, APISERVER_ETCD_CLIENT, ETCD_SERVER
+
+        if target == "apiserver":
+            return [APISERVER, APISERVER_ETCD_CLIENT]
+        if target == "etcd":
+            return [ETCD_SERVER]
+        return [target]  # a replica's stem is its name (certs.layout.scheduler_stem); or "all"
+
+    async def _rotate_leaf(self, spec: FaultSpec, target: str, detail: dict[str, Any] | None) -> None:
+        from certs.rotation import RotationError, rotate
+
+        window = spec.duration if spec.duration is not None else ROTATION_STEP_S
+        stems = self._stems(target)
+        pki = self.backend.pki_dir
+        if detail is None:
+            self.say(f"{spec.describe()}: {', '.join(stems)}")
+        start = (detail or {}) | {"phase": PHASE_START, "identities": stems, "window_s": window}
+        async with self._pki:
+            self._record(time.time(), ROTATE_CERTS, target, start)
+            try:
+                leaves = []
+                for stem in stems:
+                    leaves += await asyncio.to_thread(rotate, pki, stem)
+            except RotationError as e:
+                self._record(time.time(), ROTATE_CERTS, target, {"phase": PHASE_END, "error": str(e)})
+                raise NemesisError(str(e)) from e
+        await asyncio.sleep(window)
+        self._record(
+            time.time(),
+            ROTATE_CERTS,
+            target,
+            {"phase": PHASE_END, "serials": {leaf.stem: f"{leaf.serial:x}" for leaf in leaves}}
+            | ({"identity": detail["identity"]} if detail is not None else {}),
+        )
+
+    async def _rotate_ca(self, spec: FaultSpec) -> None:
+        """A full CA rotation in the order of Kubernetes' "Manual Rotation of CA Certificates": the new
+        CA trusted everywhere (add), every pair moved to it (switch), the old CA no longer trusted
+        (remove), `duration` s apart so every process reloads in between (clients poll their files
+        every second; the API server reads its trust bundle per handshake).
+
+        etcd 3.5 reads `--trusted-ca-file` once, at start (its serving pair it re-reads per
+        handshake): measured here, an etcd started before `add` refuses the API server's etcd
+        client pair once `switch` moved it to the new CA (BAD_CERTIFICATE). So, as the Kubernetes
+        procedure restarts the control-plane components after distributing the bundle, each etcd
+        member is restarted (SIGTERM, started again, health awaited), one at a time so a
+        multi-member cluster keeps its quorum, after `add`; and again after `remove`, so that it
+        stops trusting the old CA.
+        """
+        from certs.rotation import RotationError, rotate_ca
+
+        step = spec.duration if spec.duration is not None else ROTATION_STEP_S
+        pki = self.backend.pki_dir
+        members = await self.backend.etcd_members()
+        self.say(
+            f"{spec.describe()}: add, switch, remove {step:g}s apart; etcd restarts: {', '.join(members)}"
+        )
+        async with self._pki:
+            self._record(time.time(), ROTATE_CA, spec.target, {"phase": PHASE_START, "step_s": step})
+            try:
+                for phase in ("add", "switch", "remove"):
+                    ts = time.time()
+                    result = await asyncio.to_thread(rotate_ca, pki, phase)
+                    self._record(
+                        ts,
+                        ROTATE_CA,
+                        spec.target,
+                        {"part_of": ROTATE_CA, "step": phase, "actions": list(result.actions)},
+                    )
+                    if phase in ("add", "remove"):
+                        await self._restart_etcd_members(members)
+                    await asyncio.sleep(step)
+            except (RotationError, BackendError) as e:
+                self._record(time.time(), ROTATE_CA, spec.target, {"phase": PHASE_END, "error": str(e)})
+                raise NemesisError(f"CA rotation: {e}") from e
+        self._record(time.time(), ROTATE_CA, spec.target, {"phase": PHASE_END})
+
+    async def _restart_etcd_members(self, members: list[str]) -> None:
+        for m in members:
+            ts = time.time()
+            pid = await self.backend.pid(m)
+            await self.backend.terminate(m, restart=False)
+            await self.backend.start(m)
+            self._record(ts, RESTART, m, {"part_of": ROTATE_CA, "pid": pid, "why": "reload the trusted CA"})
+
+    async def _expire_cert(self, spec: FaultSpec, r: str, detail: dict[str, Any]) -> None:
+        from cryptography import x509
+
+        from certs.layout import CertPaths
+        from certs.pki import leaf_ttl, load_ca, reissue, write_pair
+        from certs.rotation import pki_lock, rotate
+
+        pki = self.backend.pki_dir
+        left = spec.duration or 0.0
+        paths = CertPaths.in_dir(pki, r)
+
+        def expire() -> timedelta:
+            with pki_lock(pki):
+                template = x509.load_pem_x509_certificate(paths.cert.read_bytes())
+                ttl = leaf_ttl(template)
+                if left > 0:
+                    pair = reissue(load_ca(pki), template, ttl=timedelta(seconds=left))
+                else:  # issued in the past, so that it expired EXPIRED_AGO ago
+                    short = timedelta(minutes=10)
+                    pair = reissue(
+                        load_ca(pki), template, ttl=short, now=datetime.now(UTC) - EXPIRED_AGO - short
+                    )
+                write_pair(paths, pair)
+                return ttl
+
+        # The client notices the new files at its next poll (every second) and then swaps channels:
+        # the failover analysis allows for that before it calls a leader that renewed "survived".
+        effect = left + CLIENT_RELOAD_S
+        window = detail | {"phase": PHASE_START, "client": r, "expires_in_s": left, "effect_within_s": effect}
+        if spec.heal_after is not None:
+            window["heal_after_s"] = spec.heal_after
+        async with self._pki:
+            self._record(time.time(), EXPIRE_CERTS, r, window)
+            ttl = await asyncio.to_thread(expire)
+        if spec.heal_after is None:
+            return  # expired for the rest of the run: the window lasts to the end of the history
+        await asyncio.sleep(spec.heal_after)
+        async with self._pki:
+            ts = time.time()
+            await asyncio.to_thread(rotate, pki, r, ttl=ttl)
+            self._record(
+                ts, EXPIRE_CERTS, r, {"identity": detail["identity"], "client": r, "phase": PHASE_END}
+            )
+
+    # ------------------------------------------------------------------ clocks
+
+    async def _clock_skew(self, spec: FaultSpec, r: str, detail: dict[str, Any]) -> None:
+        offset = spec.offset or 0.0
+        rate = spec.rate if spec.rate is not None else 1.0
+        self._record(
+            time.time(), CLOCK_SKEW, r, detail | {"phase": PHASE_START, "offset_s": offset, "rate": rate}
+        )
+        await self.backend.set_clock_skew(r, offset, rate)
+        if spec.duration is None:
+            return
+        try:
+            await asyncio.sleep(spec.duration)
+        finally:
+            ts = time.time()
+            await self.backend.set_clock_skew(r, 0.0, 1.0)
+            self._record(ts, CLOCK_SKEW, r, {"identity": detail["identity"], "phase": PHASE_END})

@@ -23,13 +23,35 @@ invariants to check afterwards.
       faults: [{fault: kill, target: random-replica}]
     checks: [pods_bound_once, no_overcommit, no_stale_writes, watch_integrity]
 
-Faults (`chaos.nemesis`): `kill` (SIGKILL), `term` (SIGTERM), `stop` (SIGSTOP for `duration` s, then
-SIGCONT), `restart` (SIGTERM, then start again), `partition` (a replica's link to the API server
-black-holed for `duration` s, through a TCP proxy `chaos.proxy`; replicas only). Targets: `leader`
-(the replica holding the scheduler Lease when the fault fires), a replica by name (`scheduler-2`),
-`random-replica` (seeded), `apiserver`, `etcd` (a seeded random member), `etcd-leader`, or a member
-by name (`etcd-1`). Replicas that exit are restarted by the cluster's supervisor; an API server or
-etcd member that was killed or terminated is started again after `duration` s (default 0: at once).
+Faults (`chaos.nemesis`):
+
+    kill        SIGKILL (a replica is restarted by its supervisor; an API server or etcd member is
+                started again after `duration` s, default 0)
+    term        SIGTERM (a leader releases its lease first); restarted as `kill`
+    stop        SIGSTOP for `duration` s, then SIGCONT
+    restart     SIGTERM and start again (a replica at once, ready awaited; the API server or an etcd
+                member after `duration` s)
+    partition   a replica's link to the API server black-holed for `duration` s (`chaos.proxy`)
+    rotate-leaf new key and certificate from the same CA for the target's identity (`certs.rotation`):
+                a replica (by name, `leader`, `random-replica`), `apiserver` (its serving pair and its
+                etcd client pair), `etcd` (etcd's serving pair) or `all`; `duration` s (default 3) is
+                the window watched for RPC errors afterwards
+    rotate-ca   a full CA rotation in Kubernetes' order: add (trust old + new), switch (every leaf
+                reissued from the new CA), remove (trust only the new CA), `duration` s (default 3)
+                between phases; etcd members, which read their trusted CA only at start, are
+                restarted one at a time after add and after remove. Target `all` (the default).
+    expire-cert a replica's client certificate reissued so that it expires in `duration` s (default 0:
+                already expired); it cannot renew its lease, a replica with a valid certificate takes
+                over once the lease expires. `heal_after` s (optional): a valid pair is issued again
+    clock-skew  a replica's clock set `offset` s off (default 0) and running at `rate` (default 1;
+                > 0), through its `--clock-skew-file`; removed again after `duration` s if given
+
+Targets: `leader` (the replica holding the scheduler Lease when the fault fires), `standby` (a
+seeded random replica that does not hold it), a replica by name (`scheduler-2`), `random-replica`
+(seeded), `apiserver`, `etcd` (a seeded random member),
+`etcd-leader`, a member by name (`etcd-1`), and `all` (rotate-leaf, rotate-ca). rotate-*, expire-cert
+and clock-skew do not scale with the lease in `--short`: rotation steps are bound by the time
+processes take to reload files (about a second), not by the lease.
 
 `load_scenario(path)` / `parse_scenario(data)` raise `ScenarioError` naming the offending field
 (`faults[1].target: ...`). `Scenario.short()` is the scaled-down form CI runs (`--short`).
@@ -64,9 +86,21 @@ __all__ = [
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 
-FAULTS: tuple[str, ...] = ("kill", "term", "stop", "restart", "partition")
+FAULTS: tuple[str, ...] = (
+    "kill",
+    "term",
+    "stop",
+    "restart",
+    "partition",
+    "rotate-leaf",
+    "rotate-ca",
+    "expire-cert",
+    "clock-skew",
+)
 # Fixed target names; besides these: scheduler-N, etcd-N.
-TARGETS: tuple[str, ...] = ("leader", "random-replica", "apiserver", "etcd", "etcd-leader")
+TARGETS: tuple[str, ...] = ("leader", "standby", "random-replica", "apiserver", "etcd", "etcd-leader", "all")
+REPLICA_TARGETS: tuple[str, ...] = ("leader", "standby", "random-replica")  # and scheduler-N
+ROTATION_STEP_S = 3.0  # rotate-leaf's watched window, rotate-ca's pause between phases (default)
 _REPLICA = re.compile(r"^scheduler-\d+$")
 _ETCD_MEMBER = re.compile(r"^etcd-\d+$")
 CHECKS: tuple[str, ...] = (
@@ -105,17 +139,29 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class FaultSpec:
     """One fault: `fault` on `target` at `at` s (None inside `random:`), lasting `duration` s (`stop`:
-    the pause; an API server or etcd member killed / terminated: the time it stays down)."""
+    the pause; an API server or etcd member killed / terminated: the time it stays down; rotate-*:
+    the step; expire-cert: the certificate's remaining life; clock-skew: how long it lasts).
+    `offset` / `rate`: clock-skew's; `heal_after`: expire-cert's."""
 
     fault: str
     target: str
     at: float | None = None
     duration: float | None = None
+    offset: float | None = None
+    rate: float | None = None
+    heal_after: float | None = None
 
     def describe(self) -> str:
         when = f"t={self.at:g}s " if self.at is not None else ""
         lasting = f" for {self.duration:g}s" if self.duration is not None else ""
-        return f"{when}{self.fault} {self.target}{lasting}"
+        extra = ""
+        if self.offset is not None:
+            extra += f" offset {self.offset:+g}s"
+        if self.rate is not None:
+            extra += f" rate {self.rate:g}"
+        if self.heal_after is not None:
+            extra += f" healed after {self.heal_after:g}s"
+        return f"{when}{self.fault} {self.target}{lasting}{extra}"
 
 
 @dataclass(frozen=True)
@@ -168,6 +214,13 @@ class Scenario:
         )
 
     @property
+    def clock_skew(self) -> bool:
+        """Whether the run needs a clock-skew file per replica (`kse scheduler --clock-skew-file`)."""
+        return any(
+            f.fault == "clock-skew" for f in (*self.faults, *(self.random.faults if self.random else ()))
+        )
+
+    @property
     def default_stop(self) -> float:
         """A `stop` / `partition` without a duration: past the lease (leaseDuration + retryPeriod + 1 s)."""
         return self.cluster.lease_duration + self.cluster.retry_period + 1.0
@@ -176,7 +229,10 @@ class Scenario:
         """Scaled down for CI: a 2 s lease (1.5 s renew deadline, 0.5 s retry), at most 5 nodes and
         5 pods/s, and the run shortened by the lease's ratio (clamped to 10-20 s). Fault times and
         `every` scale with the run; fault durations with the lease, so a pause that outlasts the
-        lease still does."""
+        lease still does, and so does expire-cert's `heal_after`. Not scaled: rotate-leaf and
+        rotate-ca steps (bound by the ~1 s it takes processes to reload files, not by the lease),
+        expire-cert's remaining life, and clock-skew's offset and rate; a clock-skew `duration`
+        scales with the run."""
         c = self.cluster
         lease_f = SHORT_LEASE[0] / c.lease_duration
         lo, hi = SHORT_DURATION
@@ -189,10 +245,17 @@ class Scenario:
             d = f.duration
             if d is None and f.fault in ("stop", "partition"):
                 d = self.default_stop
+            if d is None or f.fault in ("rotate-leaf", "rotate-ca", "expire-cert"):
+                pass
+            elif f.fault == "clock-skew":
+                d = round(max(d * time_f, 1.0), 3)
+            else:
+                d = round(max(d * lease_f, 0.1), 3)
+            heal = f.heal_after
+            if heal is not None:
+                heal = round(max(heal * lease_f, SHORT_LEASE[0] + 1.0), 3)
             return replace(
-                f,
-                at=None if f.at is None else round(f.at * time_f, 3),
-                duration=None if d is None else round(max(d * lease_f, 0.1), 3),
+                f, at=None if f.at is None else round(f.at * time_f, 3), duration=d, heal_after=heal
             )
 
         rnd = None
@@ -393,9 +456,10 @@ def _parse_fault(
 ) -> FaultSpec:
     f = _Fields(data, where, source)
     timed = duration is not None
-    f.unknown(("at", "fault", "target", "duration") if timed else ("fault", "target", "duration"))
+    fields = ("fault", "target", "duration", "offset", "rate", "heal_after")
+    f.unknown(("at", *fields) if timed else fields)
     fault = f.string("fault", None, FAULTS)
-    target = f.string("target")
+    target = f.string("target", "all" if fault == "rotate-ca" else None)
     if target not in TARGETS and not _REPLICA.match(target) and not _ETCD_MEMBER.match(target):
         f.fail("target", f"must be one of {', '.join(TARGETS)}, scheduler-N or etcd-N, got {target!r}")
     m = _REPLICA.match(target)
@@ -405,8 +469,19 @@ def _parse_fault(
         f.fail(
             "target", f"no etcd member {target!r} (cluster.etcd_members is {cluster.etcd_members}: etcd-0..)"
         )
-    if fault == "partition" and (target == "apiserver" or target.startswith("etcd")):
+    replica = bool(m) or target in REPLICA_TARGETS
+    if fault == "partition" and not replica:
         f.fail("target", "a partition cuts a scheduler replica off the API server: target a replica")
+    if fault in ("expire-cert", "clock-skew") and not replica:
+        f.fail(
+            "target", f"{fault} applies to a scheduler replica (leader, standby, random-replica, scheduler-N)"
+        )
+    if fault == "rotate-leaf" and (target == "etcd-leader" or _ETCD_MEMBER.match(target)):
+        f.fail("target", "etcd members share one serving pair: rotate-leaf target `etcd` rotates it")
+    if fault == "rotate-ca" and target != "all":
+        f.fail("target", f"a CA rotation reissues every leaf: target must be `all`, got {target!r}")
+    if target == "all" and fault not in ("rotate-leaf", "rotate-ca"):
+        f.fail("target", f"`all` is a target of rotate-leaf and rotate-ca only, not of {fault}")
     at = None
     if timed:
         assert duration is not None
@@ -414,20 +489,30 @@ def _parse_fault(
         if at >= duration:
             f.fail("at", f"must be before the end of the run (duration {duration:g}), got {at:g}")
     d = f.number("duration", None, strict=False) if f.has("duration") else None
-    if (
-        d is not None
-        and fault in ("restart",)
-        and target not in ("apiserver",)
-        and not target.startswith("etcd")
-    ):
+    if d is not None and fault == "restart" and (replica or target == "all"):
         f.fail("duration", "a replica's restart has no duration (it starts again at once)")
-    if (
-        d is not None
-        and fault in ("kill", "term")
-        and not (target == "apiserver" or target.startswith("etcd"))
-    ):
+    if d is not None and fault in ("kill", "term") and replica:
         f.fail("duration", "a killed or terminated replica is restarted by its supervisor; no duration")
-    return FaultSpec(fault=fault, target=target, at=at, duration=d)
+    if d is not None and d <= 0 and fault in ("rotate-leaf", "rotate-ca", "clock-skew"):
+        f.fail("duration", f"must be > 0, got {d:g}")
+    offset = rate = heal_after = None
+    for key, only in (("offset", "clock-skew"), ("rate", "clock-skew"), ("heal_after", "expire-cert")):
+        if f.has(key) and fault != only:
+            f.fail(key, f"only {only} faults take `{key}`")
+    if fault == "clock-skew":
+        if f.has("offset"):
+            v = f.data["offset"]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                f.fail("offset", f"must be a number of seconds (negative: behind), got {v!r}")
+            offset = float(v)
+        rate = f.number("rate", None) if f.has("rate") else None
+        if offset is None and rate is None:
+            f.fail("offset", "a clock-skew needs an `offset` (seconds) or a `rate` (e.g. 1.5), or both")
+    if fault == "expire-cert" and f.has("heal_after"):
+        heal_after = f.number("heal_after", None)
+    return FaultSpec(
+        fault=fault, target=target, at=at, duration=d, offset=offset, rate=rate, heal_after=heal_after
+    )
 
 
 def _parse_random(data: object, source: str, cluster: ClusterSpec) -> RandomFaults:

@@ -87,10 +87,12 @@ def check(
     require_fence: bool | None = None,
     rotation_grace_s: float = 2.0,
     identities: Mapping[str, str] | None = None,
+    young_after: float | None = None,
 ) -> CheckResult:
-    """Run every invariant and the failover analysis over `history`."""
+    """Run every invariant and the failover analysis over `history` (`young_after`: see
+    `pods_bound_once`)."""
     invariants = {
-        "pods_bound_once": pods_bound_once(history, allow_pending=allow_pending),
+        "pods_bound_once": pods_bound_once(history, allow_pending=allow_pending, young_after=young_after),
         "no_overcommit": no_overcommit(history),
         "no_stale_writes": no_stale_writes(
             history, scheduler_users=scheduler_users, lease=lease, require_fence=require_fence

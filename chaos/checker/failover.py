@@ -16,8 +16,11 @@ else the target itself):
                            the first after it)
 
 Outcomes: "failover" (timed), "survived" (the old holder renewed more than `survive_grace_s` after
-the fault, so the fault did not end its term, e.g. a short pause), "no_takeover" (the term ended and
-no one acquired the lease before the history ends, or it never ended).
+the fault, so the fault did not end its term, e.g. a short pause; a fault whose effect reaches the
+target only later, such as an expired certificate its client picks up at its next file poll, records
+that bound as detail "effect_within_s", which then replaces `survive_grace_s` if larger),
+"no_takeover" (the term ended and no one acquired the lease before the history ends, or it never
+ended).
 
 Clocks: audit timestamps are the API server's wall clock (taken when the request completed) and
 fault timestamps the nemesis' wall clock. Both processes run on the same machine (local processes,
@@ -190,7 +193,11 @@ def analyze_failover(
 
 
 def _survived(term: LeaseTerm, f: FaultRecord, grace_s: float) -> bool:
-    """Whether the term's holder still wrote the lease after the fault (+ grace): it survived."""
+    """Whether the term's holder still wrote the lease after the fault (+ grace, or the fault's own
+    "effect_within_s"): it survived."""
+    effect = f.detail.get("effect_within_s")
+    if isinstance(effect, int | float) and effect > grace_s:
+        grace_s = float(effect)
     return term.last_renew_ts > f.ts + grace_s
 
 

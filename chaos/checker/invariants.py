@@ -21,10 +21,16 @@ from typing import Any
 
 from chaos.history import (
     APPLICATION_CODES,
+    EXPIRE_CERTS,
+    KILL,
     LIST,
+    PHASE_END,
+    RESTART,
     ROTATION_FAULTS,
     SCHEDULER_LEASE,
     SCHEDULER_USERS,
+    STOP,
+    TERMINATE,
     History,
     WatchDeliveryRecord,
     fault_windows,
@@ -137,11 +143,23 @@ class _PodIndex:
 # ---------------------------------------------------------------- 1. pods_bound_once
 
 
-def pods_bound_once(history: History, *, allow_pending: bool = False) -> InvariantResult:
+def _created(pod: pb.Pod) -> float:
+    from chaos.cluster_setup import created_ts
+
+    ts = created_ts(pod)
+    return ts if ts is not None else float("-inf")
+
+
+def pods_bound_once(
+    history: History, *, allow_pending: bool = False, young_after: float | None = None
+) -> InvariantResult:
     """Every created pod is bound exactly once (accepted `bind` records per pod uid; a second
     accepted bind, even to the same node, is a `double_bind`), or was reported unschedulable (final
     PodScheduled=False, reason Unschedulable), or was deleted (an accepted delete / evict, or absent
-    from the final snapshot). A pod still pending at the end is a violation unless `allow_pending`.
+    from the final snapshot). A pod still pending at the end is a violation unless `allow_pending`,
+    or unless it was created at or after `young_after` (epoch s; its accepted create's timestamp,
+    else its creationTimestamp): a run attached to a cluster whose workload keeps going snapshots
+    while pods still arrive, and those are counted as `young`.
     Pods created with spec.nodeName set ("preassigned") and gated pods are not the scheduler's to
     bind. A bound pod whose final spec.nodeName is not its bind target is a `bind_mismatch`.
     """
@@ -154,9 +172,12 @@ def pods_bound_once(history: History, *, allow_pending: bool = False) -> Invaria
     for p in history.created:
         if p.metadata.uid:
             idx.keys.setdefault(p.metadata.uid, _pod_key(p))
+    created_at: dict[str, float] = {}
     for r in sorted((r for r in history.audit if r.resource == "pods" and r.code == "OK"), key=_rev):
         if r.verb == "create":
-            uids.add(idx.uid_of(r))
+            uid = idx.uid_of(r)
+            uids.add(uid)
+            created_at.setdefault(uid, r.ts)
         elif r.verb == "bind":
             uid = idx.uid_of(r)
             uids.add(uid)
@@ -212,6 +233,8 @@ def pods_bound_once(history: History, *, allow_pending: bool = False) -> Invaria
             outcome[uid] = "gated"
         elif _is_unschedulable(final):
             outcome[uid] = "unschedulable"
+        elif young_after is not None and created_at.get(uid, _created(final)) >= young_after:
+            outcome[uid] = "young"
         else:
             outcome[uid] = "pending"
             if not allow_pending:
@@ -728,16 +751,43 @@ def no_rotation_rpc_errors(
     ignore_codes: Iterable[str] = APPLICATION_CODES,
 ) -> InvariantResult:
     """No client RPC failed because of a certificate rotation: every RPC error recorded within a
-    rotation fault's window (plus `grace_s` after its end) is a violation, except errors whose code
-    is in `ignore_codes` (by default the server's answers to the request itself, conflicts and the
-    like, which prove the TLS session worked)."""
+    rotation fault's window (plus `grace_s` after its end) is a violation, except
+
+    * errors whose code is in `ignore_codes` (by default the server's answers to the request
+      itself, conflicts and the like, which prove the TLS session worked);
+    * errors an `expire_certs` fault causes on purpose: its records carry detail "client", the
+      client name of the replica whose certificate was made to expire (the stem of its
+      `rpc-errors-<name>.jsonl`); that client's errors from the fault's start to its end (the
+      valid pair issued again) plus `grace_s` are counted as `expected_expiry_errors`, not charged
+      to an overlapping rotation. Every other client's errors still are;
+    * errors during an API server outage that a fault made (kill / terminate / restart / stop of the
+      target "apiserver", from the fault to the record that it is back: a record with detail
+      "after", or the stop's end) plus `grace_s`: counted as `apiserver_outage_errors`; the
+      outage, not the rotation, failed them. etcd members restarted by a CA rotation are part of
+      the rotation, and their errors are charged to it.
+
+    A rotation's window is what the nemesis records (chaos.nemesis): from just before the first
+    file is written until every process has had time to reload (rotate-leaf's watched window, the
+    last CA phase plus its step).
+    """
     name = "no_rotation_rpc_errors"
     windows = fault_windows(history.faults, rotation_faults)
+    expired: list[tuple[str, float, float]] = []
+    clients = {
+        (f.target, f.ts): str(f.detail.get("client") or f.target)
+        for f in history.faults
+        if f.fault == EXPIRE_CERTS and f.detail.get("phase") != PHASE_END
+    }
+    for w in fault_windows(history.faults, (EXPIRE_CERTS,)):
+        expired.append((clients.get((w.target, w.start), w.target), w.start, w.end + grace_s))
+    outages = _apiserver_outages(history, grace_s)
     ignore = set(ignore_codes)
     counts = {
         "rotations": len(windows),
         "errors_in_windows": 0,
         "ignored_application_errors": 0,
+        "expected_expiry_errors": 0,
+        "apiserver_outage_errors": 0,
         "errors_total": len(history.rpc_errors),
     }
     if not windows:
@@ -749,6 +799,12 @@ def no_rotation_rpc_errors(
             continue
         if e.code in ignore:
             counts["ignored_application_errors"] += 1
+            continue
+        if any(c == e.client and start <= e.ts <= end for c, start, end in expired):
+            counts["expected_expiry_errors"] += 1
+            continue
+        if any(start <= e.ts <= end for start, end in outages):
+            counts["apiserver_outage_errors"] += 1
             continue
         counts["errors_in_windows"] += 1
         violations.append(
@@ -768,12 +824,40 @@ def no_rotation_rpc_errors(
         f"{len(windows)} rotations, {counts['errors_in_windows']} RPC errors within them "
         f"(+{grace_s:g}s grace)"
     )
+    if counts["expected_expiry_errors"]:
+        detail += f"; {counts['expected_expiry_errors']} from clients whose certificate was let expire"
+    if counts["apiserver_outage_errors"]:
+        detail += f"; {counts['apiserver_outage_errors']} during API server outages"
     if violations:
         detail += ": " + _examples(
             f"{v['client']} {v['method']} {v['code']} {v['since_fault_s']}s after {v['fault']} {v['target']}"
             for v in violations
         )
     return InvariantResult(name, not violations, detail, violations, counts)
+
+
+_OUTAGE_FAULTS = frozenset({KILL, TERMINATE, RESTART, STOP})
+
+
+def _apiserver_outages(history: History, grace_s: float) -> list[tuple[float, float]]:
+    """(start, end + grace) of every API server outage a fault made: from the kill / terminate /
+    restart / stop record to the next "apiserver" record saying it is back (detail "after", or a
+    phase end); an outage with no such record lasts to the end of the history."""
+    recs = sorted((f for f in history.faults if f.target == "apiserver"), key=lambda f: f.ts)
+    last = max((f.ts for f in history.faults), default=0.0)
+    out: list[tuple[float, float]] = []
+    start: float | None = None
+    for f in recs:
+        back = "after" in f.detail or f.detail.get("phase") == PHASE_END
+        if back:
+            if start is not None:
+                out.append((start, f.ts + grace_s))
+                start = None
+        elif f.fault in _OUTAGE_FAULTS and start is None:
+            start = f.ts
+    if start is not None:
+        out.append((start, last + grace_s))
+    return out
 
 
 INVARIANTS = {

@@ -2,8 +2,8 @@
 on a real local cluster, in this process: the run passes its checks, the `--json` object keeps its
 contract, the faults were recorded, and nothing the run started is left behind.
 
-Each run takes 15-20 s (a 2 s lease, 10 s of faults and workload, the settle and the shutdown);
-under xdist they run in parallel.
+Each run takes 15-40 s (a 2 s lease, 10-16 s of faults and workload, a CA rotation's phases where
+there is one, the settle and the shutdown); under xdist they run in parallel.
 """
 
 from __future__ import annotations
@@ -23,7 +23,15 @@ pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(90
 
 SHIPPED = sorted(p.stem for p in SCENARIOS_DIR.glob("*.yaml"))
 KEYS = {"scenario", "seed", "passed", "invariants", "faults", "failovers", "rpc_errors_by_code"}
-LEADER_FAILOVERS = {"kill-leader": 2, "term-leader": 2, "zombie-leader": 1, "partition-leader": 1}
+LEADER_FAILOVERS = {
+    "kill-leader": 2,
+    "term-leader": 2,
+    "zombie-leader": 1,
+    "partition-leader": 1,
+    "expire-leader-cert": 1,
+}
+ROTATIONS = {"rotate-leaf-certs", "rotate-ca", "upgrade-day", "expire-leader-cert"}
+NO_FAILOVER = {"rotate-leaf-certs", "rotate-ca"}  # a rotation must not cost the leader its lease
 
 
 def _procs_naming(text: str) -> list[str]:
@@ -41,7 +49,18 @@ def _procs_naming(text: str) -> list[str]:
 
 
 def test_every_required_scenario_is_shipped() -> None:
-    for name in ("kill-leader", "zombie-leader", "apiserver-restart", "etcd-member-kill"):
+    for name in (
+        "kill-leader",
+        "zombie-leader",
+        "partition-leader",
+        "rotate-leaf-certs",
+        "rotate-ca",
+        "expire-leader-cert",
+        "clock-skew",
+        "apiserver-restart",
+        "etcd-member-kill",
+        "upgrade-day",
+    ):
         assert name in SHIPPED
 
 
@@ -66,9 +85,14 @@ def test_scenario_short(name: str, tmp_path: Path, capsys: pytest.CaptureFixture
     assert result["passed"], f"{failed}\n{err[-4000:]}"
     assert rc == 0
 
-    # Every scheduled fault was recorded (a stop: start and end records).
+    # Every scheduled fault was recorded (a window: start and end records; steps inside a fault
+    # carry "part_of", a process back after a fault "after").
     schedule = scenario.schedule(result["seed"])
-    starts = [f for f in result["faults"] if f["detail"].get("phase") != "end" and "after" not in f["detail"]]
+    starts = [
+        f
+        for f in result["faults"]
+        if f["detail"].get("phase") != "end" and "after" not in f["detail"] and "part_of" not in f["detail"]
+    ]
     assert len(starts) == len(schedule), result["faults"]
     for f in result["faults"]:
         if f["target"].startswith("scheduler-"):
@@ -78,6 +102,14 @@ def test_scenario_short(name: str, tmp_path: Path, capsys: pytest.CaptureFixture
     if name in LEADER_FAILOVERS:
         assert len(result["failovers"]) == LEADER_FAILOVERS[name], result["failovers"]
         assert all(fo["fault_to_acquire_ms"] is not None for fo in result["failovers"])
+    if name in ROTATIONS:
+        rot = result["invariants"]["no_rotation_rpc_errors"]["detail"]
+        assert not rot.startswith("SKIPPED"), rot
+    if name in NO_FAILOVER:
+        assert result["failovers"] == [], result["failovers"]
+    if name == "expire-leader-cert":
+        assert "whose certificate was let expire" in result["invariants"]["no_rotation_rpc_errors"]["detail"]
+        assert result["rpc_errors_by_code"].get("UNAVAILABLE", 0) > 0  # the expired leader's own
     if name == "kill-leader":
         assert (report / "report.md").exists() and (report / "run.json").exists()
         assert (report / "timeline.png").exists()

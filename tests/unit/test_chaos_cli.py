@@ -99,7 +99,8 @@ def test_report_dir(stub_run: list[Any], tmp_path: Path, capsys: pytest.CaptureF
     ("argv", "needle"),
     [
         (["run", "no-such-scenario"], "no scenario 'no-such-scenario'"),
-        (["run", "kill-leader", "--attach", "conn.json"], "--attach is not implemented"),
+        (["run", "kill-leader", "--backend", "docker"], "--backend docker needs --attach"),
+        (["run", "kill-leader", "--attach", "d", "--keep"], "--keep is for fresh clusters"),
     ],
 )
 def test_usage_errors_exit_2(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,3 +119,27 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert "kill-leader" in out and "INVALID" not in out
+
+
+def test_attach_to_a_missing_dir_or_cluster_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "kill-leader", "--attach", str(tmp_path / "nope")]) == 1
+    assert "no such directory" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text("{}")
+    assert cli.main(["run", "kill-leader", "--attach", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "cluster.json does not exist" in err and "kse up" in err
+
+
+def test_attach_docker_without_the_module_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "chaos.docker_backend", None)  # as if the file were missing
+    (tmp_path / "config.json").write_text("{}")
+    assert cli.main(["run", "kill-leader", "--attach", str(tmp_path), "--backend", "docker"]) == 1
+    assert (
+        "docker backend (chaos/docker_backend.py) is not part of this installation" in capsys.readouterr().err
+    )

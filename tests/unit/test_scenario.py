@@ -121,6 +121,51 @@ def test_minimal_defaults() -> None:
             base(faults=[{"at": 1, "fault": "partition", "target": "apiserver"}]),
             "faults[0].target: a partition cuts a scheduler replica",
         ),
+        (
+            base(faults=[{"at": 1, "fault": "clock-skew", "target": "leader", "rate": 0}]),
+            "faults[0].rate: must be > 0",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "clock-skew", "target": "leader", "offset": "5s"}]),
+            "faults[0].offset: must be a number of seconds",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "clock-skew", "target": "leader"}]),
+            "faults[0].offset: a clock-skew needs an `offset`",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "clock-skew", "target": "apiserver", "rate": 2}]),
+            "faults[0].target: clock-skew applies to a scheduler replica",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "kill", "target": "leader", "rate": 2}]),
+            "faults[0].rate: only clock-skew faults take `rate`",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "rotate-leaf", "target": "leader", "heal_after": 2}]),
+            "faults[0].heal_after: only expire-cert faults take `heal_after`",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "expire-cert", "target": "leader", "heal_after": 0}]),
+            "faults[0].heal_after: must be > 0",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "expire-cert", "target": "etcd"}]),
+            "faults[0].target: expire-cert applies to a scheduler replica",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "rotate-ca", "target": "leader"}]),
+            "faults[0].target: a CA rotation reissues every leaf",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "rotate-ca", "duration": 0}]),
+            "faults[0].duration: must be > 0",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "rotate-leaf", "target": "etcd-leader"}]),
+            "faults[0].target: etcd members share one serving pair",
+        ),
+        (base(faults=[{"at": 1, "fault": "kill", "target": "all"}]), "faults[0].target: `all` is a target"),
         (base(checks=["pods_bound_once", "liveness"]), "checks[1]: unknown invariant 'liveness'"),
         (base(checks=[]), "checks: must name at least one"),
         (base(checks=["no_overcommit", "no_overcommit"]), "checks: names an invariant twice"),
@@ -192,3 +237,46 @@ def test_short_keeps_a_stop_past_the_lease() -> None:
 def test_short_leaves_a_short_run_alone() -> None:
     s = parse_scenario(base(duration=8, faults=[{"at": 4, "fault": "kill", "target": "leader"}]))
     assert s.short().duration == 8 and s.short().faults[0].at == 4
+
+
+def test_new_faults_parse_with_their_fields() -> None:
+    s = parse_scenario(
+        base(
+            faults=[
+                {"at": 1, "fault": "rotate-ca"},
+                {"at": 2, "fault": "rotate-leaf", "target": "apiserver", "duration": 2},
+                {"at": 3, "fault": "expire-cert", "target": "leader", "heal_after": 20},
+                {
+                    "at": 4,
+                    "fault": "clock-skew",
+                    "target": "standby",
+                    "offset": -30,
+                    "rate": 0.5,
+                    "duration": 9,
+                },
+            ]
+        )
+    )
+    assert s.faults[0] == FaultSpec("rotate-ca", "all", at=1.0)
+    assert s.faults[2].heal_after == 20.0
+    assert (s.faults[3].offset, s.faults[3].rate, s.faults[3].duration) == (-30.0, 0.5, 9.0)
+    assert s.clock_skew and not s.partitions
+    assert "offset -30s rate 0.5" in s.faults[3].describe()
+
+
+def test_short_keeps_rotation_steps_and_scales_heal_and_skew() -> None:
+    s = parse_scenario(
+        base(
+            duration=60,
+            cluster={"replicas": 3, "lease_duration": 15, "renew_deadline": 10, "retry_period": 2},
+            faults=[
+                {"at": 10, "fault": "rotate-ca", "duration": 4},
+                {"at": 20, "fault": "expire-cert", "target": "leader", "heal_after": 45},
+                {"at": 30, "fault": "clock-skew", "target": "leader", "rate": 1.5, "duration": 20},
+            ],
+        )
+    ).short()
+    ca, expire, skew = s.faults
+    assert ca.duration == 4.0  # bound by the reload time, not the lease
+    assert expire.heal_after == 6.0  # 45 x 2/15
+    assert skew.rate == 1.5 and skew.duration is not None and 1.0 <= skew.duration < 20
