@@ -627,9 +627,14 @@ class Replica:
 
     @property
     def supervised(self) -> Supervised | None:
+        """Its supervisor entry; None when unsupervised, or not yet added (a start that failed
+        before the supervisor took the replica on still has to be stopped cleanly)."""
         if self._supervisor is None:
             return None
-        return self._supervisor.get(self.name)
+        try:
+            return self._supervisor.get(self.name)
+        except KeyError:
+            return None
 
     @property
     def restarts(self) -> int:

@@ -28,7 +28,7 @@ import pytest
 from kse.procs.launcher import ManagedProcess
 from kse.up.status import Failover, LeaseHistory, LeaseObservation
 from kse.up.supervisor import BackoffPolicy, CrashLoopBackoff, RestartRecord, Supervisor
-from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, pid_alive
+from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, UpError, pid_alive
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAST_ELECTION = ["--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.5"]
@@ -241,3 +241,24 @@ def test_lease_history_ignores_a_holder_left_from_an_earlier_run() -> None:
     h.observe(_obs("old_1", 10))  # from a run long ago
     assert h.observe(_obs("new_1", 1001, acquire=1001, t=1)) is None
     assert h.failovers == [] and h.first_acquired is not None and h.first_acquired.holder == "new_1"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(90)
+async def test_a_replica_that_fails_to_start_fails_the_start_cleanly(tmp_path: Path) -> None:
+    """scheduler-1 is ready and supervised when scheduler-2 dies on a bad flag: the start fails
+    with UpError naming scheduler-2, and stopping what did start leaves nothing running."""
+    plan = ClusterPlan(
+        data_dir=tmp_path / "kse",
+        replicas=2,
+        nodes=0,
+        workload=False,
+        etcd_fast=True,
+        ready_timeout=30.0,
+        replica_args={"scheduler-2": ["--no-such-flag"]},
+    )
+    cluster = Cluster(plan)
+    with pytest.raises(UpError, match="scheduler-2"):
+        async with cluster:
+            pytest.fail("the cluster came up with a replica that cannot start")
+    assert not _procs_naming(str(plan.data_dir)), _procs_naming(str(plan.data_dir))
