@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test test-fast lint proto install clean bench
+.PHONY: up test test-fast lint proto install clean bench image
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,10 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/kse bench apiserver
+
+# The container image for docker-compose.yml (BASE_IMAGE=..., IMAGE=... override; see docker/build-image.sh).
+image: $(STAMP)
+	PIP=$(BIN)/pip docker/build-image.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,8 @@ OWN_COMMAND_MODULES: tuple[str, ...] = (
     "kse.cli.bench_cmd",
     "kse.cli.whatif_cmd",
     "kse.cli.up_cmd",
+    "kse.cli.datadir_cmd",
+    "kse.cli.etcd_member_cmd",
 )
 
 # Component processes: subcommand -> (module with `main(argv) -> int`, one-line help).
@@ -35,6 +37,8 @@ COMPONENTS: dict[str, tuple[str, str]] = {
     "nodesim": ("nodesim.cli", "run simulated kubelets"),
     "workload": ("nodesim.workload_cli", "create pods at a rate"),
     "chaos": ("chaos.cli", "fault injection scenarios"),
+    # A probe docker runs every few seconds: dispatched like a component so it imports nothing else.
+    "health": ("kse.cli.health_cmd", "probe the API server (gRPC health over mTLS) or an HTTP /healthz"),
 }
 
 
