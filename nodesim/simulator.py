@@ -676,9 +676,18 @@ class NodeSimulator:
 
 
 def _single(eg: BaseExceptionGroup) -> BaseException:  # type: ignore[type-arg]
-    """The one exception of a task group's failure (the group itself when there are several)."""
-    if len(eg.exceptions) == 1:
-        inner = eg.exceptions[0]
-        return _single(inner) if isinstance(inner, BaseExceptionGroup) else inner
+    """The one failure of a task group: its only leaf exception, or the first leaf when every leaf
+    is the same kind of error (several registration workers all refused the same way); the group
+    itself when the failures differ."""
+    leaves = _leaves(eg)
+    if len({type(e) for e in leaves}) == 1:
+        return leaves[0]
     return eg
+
+
+def _leaves(eg: BaseExceptionGroup) -> list[BaseException]:  # type: ignore[type-arg]
+    out: list[BaseException] = []
+    for e in eg.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
 
