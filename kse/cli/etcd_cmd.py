@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
+from kse.cli.argtypes import port
 from kse.procs.etcd import (
     CLUSTER_FILE,
     EtcdCluster,
@@ -40,12 +41,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--members", type=int, choices=(1, 3), default=1, help="cluster size (default 1)")
     p.add_argument(
         "--client-port",
-        type=_port,
+        type=port,
         metavar="P",
         help="client port of the first member; member i gets P+i (default: free ports, reused on restart)",
     )
     p.add_argument(
-        "--peer-port", type=_port, metavar="P", help="peer port of the first member; member i gets P+i"
+        "--peer-port", type=port, metavar="P", help="peer port of the first member; member i gets P+i"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
@@ -66,16 +67,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         f"(default {DEFAULT_PROGRESS_NOTIFY_INTERVAL:g}; etcd's own default is 600)",
     )
     p.set_defaults(func=_cmd_etcd)
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port out of range: {value}")
-    return value
 
 
 def _error(message: str, code: int) -> int:

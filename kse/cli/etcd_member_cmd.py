@@ -30,30 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from kse.cli.argtypes import port, positive_float
+
 DEFAULT_CLIENT_PORT = 2379
 DEFAULT_PEER_PORT = 2380
 DEFAULT_PROGRESS_NOTIFY_INTERVAL = 5.0  # as `kse etcd`: fresher safe watch bookmarks on etcd < 3.5.8
 _MEMBER_NAME = re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$")
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port out of range: {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _member_name(text: str) -> str:
@@ -103,8 +85,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the name peers and clients reach this member by (default: --name)",
     )
     p.add_argument("--listen-host", default="0.0.0.0", help="address to listen on (default %(default)s)")
-    p.add_argument("--client-port", type=_port, default=DEFAULT_CLIENT_PORT, help="(default %(default)s)")
-    p.add_argument("--peer-port", type=_port, default=DEFAULT_PEER_PORT, help="(default %(default)s)")
+    p.add_argument("--client-port", type=port, default=DEFAULT_CLIENT_PORT, help="(default %(default)s)")
+    p.add_argument("--peer-port", type=port, default=DEFAULT_PEER_PORT, help="(default %(default)s)")
     p.add_argument(
         "--pki-dir",
         type=Path,
@@ -117,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--progress-notify-interval",
-        type=_seconds,
+        type=positive_float,
         default=DEFAULT_PROGRESS_NOTIFY_INTERVAL,
         metavar="SECONDS",
         help=f"watch progress notifications (default {DEFAULT_PROGRESS_NOTIFY_INTERVAL:g}, as `kse etcd`)",
