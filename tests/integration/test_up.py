@@ -19,9 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,6 +27,7 @@ from kse.procs.launcher import ManagedProcess
 from kse.up.status import Failover, LeaseHistory, LeaseObservation
 from kse.up.supervisor import BackoffPolicy, CrashLoopBackoff, RestartRecord, Supervisor
 from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, UpError, pid_alive
+from tests.fixtures.polling import truthy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAST_ELECTION = ["--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.5"]
@@ -47,17 +46,6 @@ def _procs_naming(text: str) -> list[str]:
         if text in cmd and pid_alive(int(entry)):
             found.append(f"{entry}: {cmd[:200]}")
     return found
-
-
-async def _until(cond: Callable[[], Any], within: float, what: str, step: float = 0.01) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(step)
 
 
 # ---------------------------------------------------------------------------------------------- kse up
@@ -128,12 +116,12 @@ async def test_cluster_kill_leader_fails_over_and_restarts(tmp_path: Path) -> No
         new = await cluster.wait_for_leader(30, other_than=old_identity)
         assert new.identity != old_identity
         # The killed replica is restarted by the supervisor as a new candidate.
-        await _until(lambda: old.restarts >= 1 and old.running, 20, "the killed replica's restart")
+        await truthy(lambda: old.restarts >= 1 and old.running, 20, "the killed replica's restart")
         assert old.pid != old_pid and old.identity != old_identity
         assert old.restart_history[0].exit_code == -9
         status = cluster.status
         assert status is not None
-        failover: Failover = await _until(
+        failover: Failover = await truthy(
             lambda: next(iter(status.lease_history.failovers), None), 10, "the failover in the status"
         )
         assert failover.from_identity == old_identity and failover.to_identity == new.identity
@@ -196,12 +184,12 @@ async def test_supervisor_restarts_an_exiting_child_on_the_backoff_schedule(tmp_
     proc.start()
     item = sup.add(proc)
     async with sup.running():
-        await _until(lambda: len(restarts) >= 7, 30, "seven restarts")
+        await truthy(lambda: len(restarts) >= 7, 30, "seven restarts")
         sup.hold("crasher")
-        await _until(lambda: item.state == "held" and not proc.running, 10, "the held crasher to be down")
+        await truthy(lambda: item.state == "held" and not proc.running, 10, "the held crasher to be down")
         n_restarts, n_delays = item.restarts, len(delays)
         sup.release("crasher")  # down and released: started at once, no backoff
-        await _until(lambda: item.restarts > n_restarts, 10, "the restart after release")
+        await truthy(lambda: item.restarts > n_restarts, 10, "the restart after release")
         assert sleeps_before[n_restarts] == n_delays  # no backoff sleep before it
     # 1, 2, 4, 8, 8 (capped), then the fifth restart ran 601 s: the count starts again.
     assert delays[:7] == [1, 2, 4, 8, 8, 1, 2], delays

@@ -19,15 +19,11 @@ Everything polls with a deadline.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import ssl
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from cryptography import x509
@@ -37,6 +33,7 @@ from certs.pki import leaf_backdate, leaf_ttl
 from kse.cli.up_cmd import build_summary
 from kse.up.supervisor import BackoffPolicy
 from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, leaf_stems
+from tests.fixtures.polling import truthy
 
 TTL = 30.0
 MAX_CONNECTION_AGE = 8.0
@@ -49,17 +46,6 @@ TRANSPORT_CODES = {
     "CANCELLED",
     "UNKNOWN",
 }
-
-
-async def _until(cond: Callable[[], Any], within: float, what: str, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(step)
 
 
 def _cert(path: Path) -> x509.Certificate:
@@ -114,10 +100,10 @@ async def test_short_lived_certs_are_renewed_without_restarts(tmp_path: Path) ->
         starts = {name: (proc.pid, proc.starts) for name, proc in cluster.processes()}
         status = cluster.status
         assert status is not None
-        await _until(lambda: status.pod_totals()["bound"] > 0, 30, "the first bound pods")
+        await truthy(lambda: status.pod_totals()["bound"] > 0, 30, "the first bound pods")
 
         # Every identity renewed at least once, at 70-90 % of its window.
-        await _until(
+        await truthy(
             lambda: all(r.renewals >= 1 for r in cluster.renewers.values()),
             TTL + 15,
             "one renewal of every identity",
@@ -146,14 +132,14 @@ async def test_short_lived_certs_are_renewed_without_restarts(tmp_path: Path) ->
 
         # Past the first certificates' expiry plus a forced re-handshake: pods are still bound.
         expired = max(c.not_valid_after_utc for c in first.values())
-        await _until(
+        await truthy(
             lambda: (datetime.now(UTC) - expired).total_seconds() > MAX_CONNECTION_AGE + 1,
             TTL + MAX_CONNECTION_AGE + 15,
             "the first certificates to expire and every connection to re-handshake",
-            step=0.2,
+            interval=0.2,
         )
         before = status.pod_totals()["bound"]
-        await _until(
+        await truthy(
             lambda: status.pod_totals()["bound"] >= before + 10,
             20,
             f"more pods bound after expiry (had {before}, {bound_at_renewal} at the first renewals)",

@@ -18,13 +18,10 @@ Everything polls with a deadline.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import socket
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +30,9 @@ import pytest
 from kse.config import ConnectionFile
 from kse.up.supervisor import BackoffPolicy
 from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, pid_alive, probe_features
+from tests.fixtures.polling import truthy
 
 RPC = "--rpc-error-log"
-
-
-async def _until(cond: Callable[[], Any], within: float, what: str, step: float = 0.02) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        await asyncio.sleep(step)
 
 
 def _remote_ports(pid: int) -> set[int]:
@@ -109,7 +96,7 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
             assert ConnectionFile.load(plan.connection_path(r.name)).server == proxy.address
             pid, port = r.pid, proxy.port
             assert pid is not None
-            await _until(lambda: port in _remote_ports(pid), 10, f"{r.name}'s connection to its proxy")  # noqa: B023
+            await truthy(lambda: port in _remote_ports(pid), 10, f"{r.name}'s connection to its proxy")  # noqa: B023
         assert ConnectionFile.load(plan.connection_path("nodesim")).server == cluster.apiserver.address  # type: ignore[union-attr]
 
         # replica_args: scheduler-2 only, on the live command line.
@@ -152,7 +139,7 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
             ok = p["running"] and p["pid"] not in (None, old_pid) and p["identity"] != old_identity
             return p if ok else None
 
-        entry = await _until(restarted_in_file, 20, "cluster.json to show scheduler-1's restart")
+        entry = await truthy(restarted_in_file, 20, "cluster.json to show scheduler-1's restart")
         assert entry["pid"] == victim.pid and pid_alive(entry["pid"]) and entry["identity"] == victim.identity
         await victim.process.wait_ready()
 
