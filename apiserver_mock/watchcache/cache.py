@@ -243,7 +243,8 @@ class WatchCache:
         return await asyncio.shield(fut)
 
     async def _write_marker(self) -> int:
-        return await self._etcd.put(self.marker_key, b"")
+        # Only its revision matters, so writing it twice is harmless: retried across members.
+        return await self._etcd.put(self.marker_key, b"", repeatable=True)
 
     async def wait_for(self, rev: int, within: float) -> bool:
         """Wait until the cache is complete up to `rev`; False on timeout."""

@@ -13,15 +13,21 @@ Retries (the rule clientv3 follows, `client/v3/retry.go`):
 
 * **Reads and other idempotent calls** (range, get, status, compact) are retried on UNAVAILABLE on the
   next endpoint, with a short backoff once every endpoint has failed, until `timeout` has passed since
-  the call started; then `EtcdUnavailableError`.
+  the call started; then `EtcdUnavailableError`. A stream the transport lost counts as UNAVAILABLE
+  (grpc-core reports some as UNKNOWN "No status received" or INTERNAL "RST_STREAM":
+  `kse.etcdclient.retry`); that is what a member being SIGTERMed or SIGKILLed produces.
 * **Writes** (put, delete, txn) are retried only on failures that prove they were not applied: grpc
   never had a connection to send them on ("failed to connect to all addresses": refused, unreachable,
   TLS handshake failed), or etcd refused them before proposing ("no leader", "raft proposal dropped",
-  "too many requests"). Once a write may have reached raft, a failure (connection reset, deadline,
-  "leader changed", "request timed out") raises `EtcdOutcomeUnknownError`, a subclass of
+  "too many requests"); each is justified from etcd's source in `kse.etcdclient.retry`. Once a write
+  may have reached raft, a failure (stream lost, deadline, "server stopped", "request timed out")
+  moves the client off that member and raises `EtcdOutcomeUnknownError`, a subclass of
   `EtcdUnavailableError`: the write may have been applied, or may still be, and only the caller knows
-  how to check (re-read the key; a CAS txn then tells). A blind retry could apply a txn twice, or make
-  it fail against its own first write.
+  how to check (re-read the key; a CAS txn then tells: apiserver_mock/storage/store.py does). A blind
+  retry could apply a txn twice, or make it fail against its own first write.
+* **Staying put.** The client moves off a member only when a call to it fails (and only the first
+  of the concurrent failures moves it); it never moves back on its own, so a restarted member rejoins
+  without traffic thrashing between members.
 * Cancelling a call (the caller's task, a timeout around it) cancels the RPC; for a write that
   leaves the outcome unknown, exactly like EtcdOutcomeUnknownError.
 * Compaction surfaces as `CompactedError`, never as an empty result.
@@ -73,6 +79,7 @@ from kse.etcdclient.model import (
     range_result_from_pb,
     txn_response_from_pb,
 )
+from kse.etcdclient.retry import not_applied, transient
 from kse.etcdclient.watch import Watch, _being_cancelled, progress_request_is_ordered
 
 log = logging.getLogger(__name__)
@@ -84,16 +91,6 @@ DEFAULT_TIMEOUT: Final = 5.0
 _RANGE, _PUT, _DELETE, _TXN, _COMPACT, _STATUS = range(6)
 _METHOD_NAMES: Final = ("Range", "Put", "DeleteRange", "Txn", "Compact", "Status")
 
-# Failures that prove a request was not applied, so any call (a txn too) may go to another endpoint:
-# grpc never had a connection to send it on, or etcd refused it before proposing it to raft.
-_NOT_APPLIED: Final = (
-    (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"),  # refused, unreachable, TLS
-    (grpc.StatusCode.UNAVAILABLE, "DNS resolution failed"),
-    (grpc.StatusCode.UNAVAILABLE, "empty address list"),
-    (grpc.StatusCode.UNAVAILABLE, "etcdserver: no leader"),  # require-leader check, before the handler
-    (grpc.StatusCode.UNKNOWN, "raft proposal dropped"),  # a member without leader drops proposals
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "etcdserver: too many requests"),  # before proposing
-)
 _BACKOFF_START: Final = 0.025
 _BACKOFF_MAX: Final = 0.5
 
@@ -145,12 +142,6 @@ def _parse_endpoint(endpoint: str, tls: EtcdTLS | None) -> tuple[str, str]:
     if not hostport.rpartition(":")[2].isdigit():
         raise ValueError(f"etcd endpoint {endpoint!r} has no port")
     return f"{'https' if tls else 'http'}://{hostport}", hostport
-
-
-def _not_applied(err: grpc.aio.AioRpcError) -> bool:
-    code = err.code()
-    details = err.details() or ""
-    return any(code == c and marker in details for c, marker in _NOT_APPLIED)
 
 
 class _Endpoint:
@@ -475,15 +466,21 @@ class EtcdClient:
         """Return if `err` may be retried on another endpoint; else raise what the caller gets."""
         code = err.code()
         name = _METHOD_NAMES[method]
-        if (idempotent and code == grpc.StatusCode.UNAVAILABLE) or _not_applied(err):
+        if not_applied(err):
             return
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        lost = transient(err)
+        if idempotent and lost:
+            return
+        if lost or code == grpc.StatusCode.DEADLINE_EXCEEDED:
             if idempotent:
                 raise EtcdUnavailableError(
                     f"etcd {name}: no answer from {ep.url} within {self._timeout:g} s ({err.details()})",
                     code=code.name,
                     endpoint=ep.url,
                 ) from err
+            # The member failed under a write: move off it now, so that whatever the caller does to
+            # find out the outcome (a read-back, a CAS re-issue) goes to a member that answers.
+            self._failover(ep)
             raise EtcdOutcomeUnknownError(
                 f"etcd {name} sent to {ep.url} got no answer ({code.name}: {err.details()}); "
                 "it may or may not have been applied: re-read before retrying",
@@ -563,9 +560,11 @@ class EtcdClient:
             raise CompactedError(compacted, revision, endpoint=err.endpoint) from err.__cause__
         return range_result_from_pb(resp)
 
-    async def put(self, key: bytes, value: bytes) -> int:
-        """Write `key`; returns the revision of the write. Not retried once sent (see module doc)."""
-        resp = await self._unary(_PUT, pb.PutRequest(key=key, value=value), False)
+    async def put(self, key: bytes, value: bytes, *, repeatable: bool = False) -> int:
+        """Write `key`; returns the revision of the write. Not retried once sent (see module doc),
+        unless the caller says applying it twice is harmless (`repeatable`, e.g. a progress marker
+        whose only use is its revision): then it is retried like a read."""
+        resp = await self._unary(_PUT, pb.PutRequest(key=key, value=value), repeatable)
         return int(resp.header.revision)
 
     async def delete(self, key: bytes, *, range_end: bytes | None = None) -> int:

@@ -51,6 +51,7 @@ import grpc
 from kse.etcdclient import _proto as pb
 from kse.etcdclient.errors import CompactedError, EtcdClosedError, EtcdError, EtcdUnavailableError
 from kse.etcdclient.model import KeyValue, WatchBatch, WatchEvent
+from kse.etcdclient.retry import transient
 
 if TYPE_CHECKING:
     from kse.etcdclient.client import EtcdClient, _Endpoint
@@ -280,7 +281,7 @@ class Watch:
             err.details(),
             self._next_rev,
         )
-        if endpoint is not None and code == grpc.StatusCode.UNAVAILABLE:
+        if endpoint is not None and transient(err):
             self._client._failover(endpoint)
 
     async def _open(self) -> None:
