@@ -21,7 +21,7 @@ up: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest -n auto -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/pytest -n auto -q -p no:cacheprovider --durations=15 $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
