@@ -91,6 +91,7 @@ FAULT_RECORD_NAMES: dict[str, str] = {
 }
 EXPIRED_AGO = timedelta(hours=1)  # an "already expired" certificate expired this long ago
 CLIENT_RELOAD_S = 2.5  # a client picks up new files within its 1 s poll, plus the channel swap
+SKEW_FILE_CHECK_S = 0.5  # `kse scheduler --clock-skew-file` looks every 0.25 s; margin for a busy machine
 
 
 class NemesisError(RuntimeError):
@@ -110,6 +111,7 @@ class Nemesis:
         default_stop: float = 5.0,
         leader_within: float = 60.0,
         lease: tuple[str, str] = ("kube-system", "kube-scheduler"),
+        retry_period: float = 2.0,
         say: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.backend = backend
@@ -119,6 +121,7 @@ class Nemesis:
         self.default_stop = default_stop
         self.leader_within = leader_within
         self.lease_ref = lease
+        self.retry_period = retry_period  # the replicas' --leader-elect-retry-period
         self.say = say
         self.injected: list[FaultRecord] = []
         # One PKI writer at a time (rotations hold the PKI's flock too; this keeps them in order).
@@ -481,8 +484,16 @@ class Nemesis:
     async def _clock_skew(self, spec: FaultSpec, r: str, detail: dict[str, Any]) -> None:
         offset = spec.offset or 0.0
         rate = spec.rate if spec.rate is not None else 1.0
+        # The replica reads its clock file every SKEW_FILE_CHECK_S, and a renewal already waiting
+        # wakes by the old rate (up to one retry period later): a leader that still renews after
+        # that has survived the skew; one that does not (a clock so slow that its retry period
+        # outlasts the lease) lost the lease to it.
+        effect = SKEW_FILE_CHECK_S + self.retry_period
         self._record(
-            time.time(), CLOCK_SKEW, r, detail | {"phase": PHASE_START, "offset_s": offset, "rate": rate}
+            time.time(),
+            CLOCK_SKEW,
+            r,
+            detail | {"phase": PHASE_START, "offset_s": offset, "rate": rate, "effect_within_s": effect},
         )
         await self.backend.set_clock_skew(r, offset, rate)
         if spec.duration is None:

@@ -337,6 +337,7 @@ class _Drive:
                 default_stop=self.scenario.default_stop,
                 leader_within=60.0 + lease_duration,
                 lease=lease,
+                retry_period=self.scenario.cluster.retry_period,
                 say=self.say,
             )
             async with factory.running():
