@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import socket
-import ssl
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -43,6 +41,7 @@ from kse.client.reflector import Backoff
 from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory
+from tests.fixtures.pki import served_certificate
 from tests.fixtures.polling import until
 
 pytestmark = pytest.mark.integration
@@ -107,25 +106,10 @@ async def handshake(conn: ConnectionFile) -> grpc.StatusCode:
     return grpc.StatusCode.OK
 
 
-def _served_cert(address: str, client: CertPaths, ca_bundle: Path) -> x509.Certificate:
-    host, _, port = address.rpartition(":")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.load_verify_locations(cafile=str(ca_bundle))
-    ctx.load_cert_chain(str(client.cert), str(client.key))
-    ctx.set_alpn_protocols(["h2"])
-    with (
-        socket.create_connection((host, int(port)), timeout=5) as sock,
-        ctx.wrap_socket(sock, server_hostname="localhost") as tls,
-    ):
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der)
-
-
 async def served_cert(server: ApiServer, client: CertPaths | None = None) -> x509.Certificate:
     """The serving cert a new handshake gets (python's ssl: grpc does not show it to clients)."""
     paths = client or server.pki.admin
-    return await asyncio.to_thread(_served_cert, server.address, paths, paths.ca_bundle)
+    return await asyncio.to_thread(served_certificate, server.address, paths, paths.ca_bundle)
 
 
 class Load:

@@ -20,8 +20,6 @@ Everything polls with a deadline.
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from certs.pki import leaf_backdate, leaf_ttl
 from kse.cli.up_cmd import build_summary
 from kse.up.supervisor import BackoffPolicy
 from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, leaf_stems
+from tests.fixtures.pki import served_certificate
 from tests.fixtures.polling import truthy
 
 TTL = 30.0
@@ -54,17 +53,7 @@ def _cert(path: Path) -> x509.Certificate:
 
 def served_serial(address: str, pki: PKI, client_stem: str) -> int:
     """The serial of the certificate a TLS server presents to a new handshake (mTLS as `client_stem`)."""
-    host, _, port = address.removeprefix("https://").rpartition(":")
-    ctx = ssl.create_default_context(cafile=str(pki.ca_bundle))
-    ctx.load_cert_chain(str(pki[client_stem].cert), str(pki[client_stem].key))
-    ctx.set_alpn_protocols(["h2"])
-    with (
-        socket.create_connection((host, int(port)), timeout=5) as sock,
-        ctx.wrap_socket(sock, server_hostname="localhost") as tls,
-    ):
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der).serial_number
+    return served_certificate(address, pki[client_stem], pki.ca_bundle).serial_number
 
 
 @pytest.mark.integration
