@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 __all__ = ["SCHEDULER_USER", "churn_delete_after", "created_ts", "fencing_args", "final_state"]
 
 SCHEDULER_USER = "system:kube-scheduler"
-PODS_PER_NODE = 40  # a default node's capacity in default pods (4 CPU / 100m requests)
 
 
 def fencing_args(on: bool = True) -> tuple[str, ...]:
@@ -32,9 +31,11 @@ def fencing_args(on: bool = True) -> tuple[str, ...]:
 
 
 def churn_delete_after(nodes: int, rate: float) -> float:
-    """Workload churn: each pod is deleted this long after it runs, so that about half of the fleet's
-    capacity is in use at the steady `rate` (clamped to 1-30 s)."""
-    return max(1.0, min(30.0, 0.5 * PODS_PER_NODE * nodes / rate))
+    """Workload churn: each pod is deleted this long after it runs (`kse up`'s default, see
+    `kse.up.topology.steady_pod_lifetime`)."""
+    from kse.up.topology import steady_pod_lifetime
+
+    return steady_pod_lifetime(nodes, rate)
 
 
 def created_ts(pod: pb.Pod) -> float | None:

@@ -64,6 +64,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--workload-total", type=positive_int, metavar="N", help="stop the workload after N pods")
     p.add_argument("--no-workload", action="store_true", help="do not run the workload")
     p.add_argument(
+        "--pod-lifetime",
+        type=_lifetime,
+        default=None,
+        metavar="DURATION",
+        help="delete each workload pod this long after it runs, for a steady state (default: about half "
+        "the fleet in use, at most 30s; 0 keeps every pod, so the cluster fills up)",
+    )
+    p.add_argument(
         "--etcd-members", type=int, choices=(1, 3, 5), default=1, help="etcd cluster size (default 1)"
     )
     le = p.add_argument_group("leader election (kube-scheduler's --leader-elect-* flags)")
@@ -135,6 +143,21 @@ def cert_ttl(text: str) -> float:
     return value
 
 
+def _lifetime(text: str) -> float:
+    """A duration, or 0 for "keep every pod"."""
+    if text.strip() in ("0", "0s"):
+        return 0.0
+    return positive_duration(text)
+
+
+def _pod_lifetime(args: argparse.Namespace) -> float | None:
+    from kse.up.topology import steady_pod_lifetime
+
+    if args.pod_lifetime is None:
+        return steady_pod_lifetime(args.nodes, args.rate)
+    return args.pod_lifetime or None
+
+
 def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
     from kse.up.supervisor import BackoffPolicy
     from kse.up.topology import ClusterPlan, ElectionPlan
@@ -146,6 +169,7 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
         rate=args.rate,
         workload=not args.no_workload,
         workload_total=args.workload_total,
+        pod_lifetime=_pod_lifetime(args),
         etcd_members=args.etcd_members,
         election=ElectionPlan(
             strategy=args.election,

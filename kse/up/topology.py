@@ -216,6 +216,9 @@ class ClusterPlan:
     scheduler_args: tuple[str, ...] = ()
     nodesim_args: tuple[str, ...] = ()
     workload_args: tuple[str, ...] = ()
+    # Each workload pod is deleted this long after it runs (`kse workload --delete-after`), so the
+    # cluster reaches a steady state instead of filling up; None keeps every pod.
+    pod_lifetime: float | None = None
     # Extra `kse scheduler` args for one replica by name ("scheduler-2": [...]), after scheduler_args.
     replica_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # Short-lived certificates: every leaf lives this many seconds and is renewed (module doc).
@@ -396,8 +399,21 @@ class ClusterPlan:
         ]  # fmt: skip
         if self.workload_total is not None:
             argv += ["--total", str(self.workload_total)]
+        if self.pod_lifetime is not None:
+            argv += ["--delete-after", _seconds(self.pod_lifetime)]
         argv += self._rpc_error_log_args("workload", features.workload_flags if features else frozenset())
         return argv + list(self.workload_args)
+
+
+PODS_PER_NODE = 40  # a default simulated node's capacity in default workload pods (4 CPU / 100m)
+
+
+def steady_pod_lifetime(nodes: int, rate: float) -> float:
+    """How long each workload pod should live so that about half of the fleet's capacity is in use
+    at the steady `rate` (clamped to 1-30 s): churn without filling the cluster."""
+    if rate <= 0:
+        return 30.0
+    return max(1.0, min(30.0, 0.5 * PODS_PER_NODE * nodes / rate))
 
 
 def _kse() -> list[str]:

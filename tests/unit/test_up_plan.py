@@ -152,3 +152,29 @@ def test_plan_from_args_carries_the_new_flags(tmp_path: Path) -> None:
         False,
         False,
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "lifetime"),
+    [
+        ([], 30.0),  # 100 nodes at 20 pods/s: half of 4000 pods would live 100 s; capped at 30 s
+        (["--nodes", "10", "--rate", "50"], 4.0),  # half of 400 pods at 50/s
+        (["--pod-lifetime", "90s"], 90.0),
+        (["--pod-lifetime", "0"], None),  # keep every pod: the cluster fills up
+    ],
+)
+def test_workload_pods_churn_by_default(tmp_path: Path, argv: list[str], lifetime: float | None) -> None:
+    parser = argparse.ArgumentParser()
+    up_cmd.register(parser.add_subparsers())
+    plan = up_cmd.plan_from_args(parser.parse_args(["up", "--data-dir", str(tmp_path), *argv]))
+    assert plan.pod_lifetime == lifetime
+    workload = plan.workload_argv("run-1")
+    if lifetime is None:
+        assert "--delete-after" not in workload
+    else:
+        assert workload[workload.index("--delete-after") + 1] == f"{lifetime:g}s"
+
+
+def test_a_bad_pod_lifetime_is_refused_naming_the_flag() -> None:
+    bad = _kse_up("--pod-lifetime", "-5s")
+    assert bad.returncode == 2 and "--pod-lifetime" in bad.stderr, bad.stderr
