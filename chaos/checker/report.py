@@ -199,7 +199,6 @@ def plot_timeline(
     if stale_x:
         ax_l.plot(stale_x, stale_y, "o", color="red", markersize=6)
     ax_l.set_yticks(range(len(holders)), [_short(h, 32) for h in holders])
-    ax_l.set_ylim(rows - 0.4, -1.55)  # inverted: the first holder on top, room above for fault labels
     ax_l.grid(axis="x", alpha=0.3)
     ax_l.tick_params(labelbottom=False)
     if not holders:
@@ -222,21 +221,25 @@ def plot_timeline(
 
     # -- faults
     used: dict[str, str] = {}
-    n_labels = 0
-    for w in fault_windows(history.faults):
-        if w.fault in ("cont", "heal"):
-            continue
+    windows = sorted(
+        (w for w in fault_windows(history.faults) if w.fault not in ("cont", "heal")), key=lambda w: w.start
+    )
+    labels = [f" {w.fault} {w.target}" for w in windows]
+    # Seconds of the time axis one character of a label covers (12 in wide figure, ~85 % of it the
+    # axes, 7 pt text at ~0.6 em a character): labels that would overlap go to another lane.
+    per_char = (t1 - t0) / (12 * 0.85 / (0.6 * 7 / 72))
+    lanes = _label_lanes([w.start - t0 for w in windows], [len(t) * per_char for t in labels])
+    n_lanes = max(lanes, default=0) + 1
+    for w, text, lane in zip(windows, labels, lanes, strict=True):
         color = _FAULT_COLORS.get(w.fault, "black")
         used[w.fault] = color
         for ax in (ax_l, ax_b):
             if w.end > w.start:
                 ax.axvspan(w.start - t0, w.end - t0, color=color, alpha=0.12, linewidth=0)
             ax.axvline(w.start - t0, color=color, linestyle="--", linewidth=1)
-        level = -1.3 if n_labels % 2 == 0 else -0.95  # two staggered lines above the first row
-        n_labels += 1
-        ax_l.text(
-            w.start - t0, level, f" {w.fault} {w.target}", fontsize=7, va="center", ha="left", color=color
-        )
+        ax_l.text(w.start - t0, -0.95 - 0.35 * lane, text, fontsize=7, va="center", ha="left", color=color)
+    # Inverted: the first holder on top, and above it one line per label lane.
+    ax_l.set_ylim(rows - 0.4, -0.95 - 0.35 * (max(n_lanes, 2) - 1) - 0.25)
 
     handles: list[Any] = [Line2D([0], [0], color=c, linestyle="--", label=f) for f, c in used.items()]
     handles.append(Patch(facecolor="gray", alpha=0.3, label="lease held, not renewed"))
@@ -277,3 +280,21 @@ def write_report(
             return paths
         paths["png"] = plot_timeline(history, d / "timeline.png", lease=lease)
     return paths
+
+
+def _label_lanes(starts: list[float], widths: list[float], max_lanes: int = 6) -> list[int]:
+    """A lane per label (in `starts` order) so that no two labels in a lane overlap: each goes to the
+    first lane whose last label ends before it starts (past `max_lanes`, the lane that frees first)."""
+    ends: list[float] = []
+    out: list[int] = []
+    for start, width in zip(starts, widths, strict=True):
+        lane = next((i for i, end in enumerate(ends) if end <= start), None)
+        if lane is None:
+            if len(ends) < max_lanes:
+                ends.append(0.0)
+                lane = len(ends) - 1
+            else:
+                lane = min(range(len(ends)), key=ends.__getitem__)
+        ends[lane] = start + width
+        out.append(lane)
+    return out
