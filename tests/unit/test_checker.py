@@ -808,3 +808,13 @@ def test_watch_recorder_on_a_real_informer(tmp_path: Path) -> None:
     res = watch_integrity(h)
     assert not res.passed
     assert [(v["kind"], v["key"], v["revision"]) for v in res.violations] == [("lost", "default/p0", 103)]
+
+
+def test_fault_labels_that_would_overlap_go_to_separate_lanes() -> None:
+    from chaos.checker.report import _label_lanes
+
+    # Three labels 4 s wide at 0, 1 and 2 s need three lanes; one at 5 s reuses the first.
+    assert _label_lanes([0.0, 1.0, 2.0, 5.0], [4.0, 4.0, 4.0, 4.0]) == [0, 1, 2, 0]
+    # Past the cap, a label goes to the lane that frees first.
+    assert _label_lanes([0.0, 0.5, 1.0], [10.0, 3.0, 3.0], max_lanes=2) == [0, 1, 1]
+    assert _label_lanes([], []) == []
