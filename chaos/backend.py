@@ -49,7 +49,11 @@ class FaultBackend(Protocol):
 
     async def start(self, target: str) -> None: ...  # start a target stopped with restart=False; waits ready
 
-    async def partition(self, replica: str) -> None: ...  # black-hole its link to the API server
+    # Black-hole its link to the API server; or (mode "delay" / "loss") slow it or lose a fraction
+    # of its segments (chaos.proxy). A backend that cannot do a mode raises BackendError.
+    async def partition(
+        self, replica: str, mode: str = "blackhole", *, delay: float = 0.0, loss: float = 0.0
+    ) -> None: ...
 
     async def heal(self, replica: str) -> None: ...
 

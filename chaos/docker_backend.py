@@ -488,7 +488,16 @@ class DockerBackend:
             await asyncio.sleep(0.02)
         raise BackendError(f"{target} still running {within:g}s after it was stopped")
 
-    async def partition(self, replica: str) -> None:
+    async def partition(
+        self, replica: str, mode: str = "blackhole", *, delay: float = 0.0, loss: float = 0.0
+    ) -> None:
+        if mode != "blackhole":
+            # Delay and loss would need netem (`tc`, NET_ADMIN) inside the container; the image
+            # has neither, so only the black hole (a network disconnect) is offered here.
+            raise BackendError(
+                f"partition {replica}: mode {mode!r} is not available with the docker backend "
+                "(only blackhole, by disconnecting the container from the network); run it locally"
+            )
         if replica in self._partitions:
             return
         cid = await self._container(replica)

@@ -224,8 +224,10 @@ class LocalBackend:
             proc.start()
         await proc.wait_ready(c.plan.ready_timeout)
 
-    async def partition(self, replica: str) -> None:
-        self._proxy(replica).partition()
+    async def partition(
+        self, replica: str, mode: str = "blackhole", *, delay: float = 0.0, loss: float = 0.0
+    ) -> None:
+        self._proxy(replica).partition(mode, delay=delay, loss=loss)
 
     async def heal(self, replica: str) -> None:
         self._proxy(replica).heal()
@@ -402,7 +404,9 @@ class AttachedLocalBackend:
         if self._pid_of(target) is None:
             await self._wait_restarted(target, None)
 
-    async def partition(self, replica: str) -> None:
+    async def partition(
+        self, replica: str, mode: str = "blackhole", *, delay: float = 0.0, loss: float = 0.0
+    ) -> None:
         raise BackendError(
             f"partition {replica}: attached, the partition proxies live inside the `kse up` process and "
             "cannot be driven from here; run the scenario on a fresh cluster (without --attach)"

@@ -11,7 +11,8 @@ resolves its target when it fires, acts, and appends `FaultRecord`s (chaos.histo
     term        SIGTERM (a leader releases its lease)             SIGTERM; started again after `duration`
     stop        SIGSTOP for `duration` s, then SIGCONT            the same
     restart     SIGTERM, started again at once (ready awaited)    SIGTERM, started again after `duration`
-    partition   its link to the API server black-holed for        -
+    partition   its link to the API server black-holed (mode     -
+                delay / loss: slowed, or segments lost) for
                 `duration` s, then healed
     rotate-leaf its identity's pair reissued from the same CA     apiserver: its serving and etcd-client
                                                                   pairs; etcd: etcd's serving pair;
@@ -263,8 +264,16 @@ class Nemesis:
             await b.start(r)  # a rolling restart waits for each replica to be ready
         elif spec.fault == "partition":
             d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, r, detail | {"phase": PHASE_START, "partition_for_s": d})
-            await b.partition(r)
+            mode = spec.mode or "blackhole"
+            how: dict[str, Any] = {"mode": mode}
+            if spec.delay is not None:
+                how["delay_s"] = spec.delay
+            if spec.loss is not None:
+                how["loss"] = spec.loss
+            self._record(
+                time.time(), name, r, detail | how | {"phase": PHASE_START, "partition_for_s": d}
+            )
+            await b.partition(r, mode, delay=spec.delay or 0.0, loss=spec.loss or 0.0)
             try:
                 await asyncio.sleep(d)
             finally:

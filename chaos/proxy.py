@@ -1,12 +1,21 @@
-"""A TCP proxy that can cut a link: the nemesis's network partitions, local-process backend.
+"""A TCP proxy that can cut, slow or lose a link: the nemesis's network partitions, local backend.
 
 One `PartitionProxy` sits between one client (a scheduler replica) and the API server. It forwards
 bytes both ways (TLS passes through untouched: the client still checks the server's certificate by
-its `tls_server_name`). `partition()` turns it into a black hole: open connections stay open but
-nothing is forwarded any more (what a dropped network looks like: requests time out, they are not
-refused), and new connections are accepted and black-holed too. `heal()` closes the black-holed
-connections (their TLS streams lost bytes and cannot resume) so the client reconnects, and forwards
-new connections again.
+its `tls_server_name`). Three ways to hurt the link, each until `heal()`:
+
+* `partition()` (mode "blackhole"): open connections stay open but nothing is forwarded any more
+  (what a dropped network looks like: requests time out, they are not refused), and new connections
+  are accepted and black-holed too. `heal()` closes the black-holed connections (their TLS streams
+  lost bytes and cannot resume) so the client reconnects, and forwards new connections again.
+* `partition("delay", delay=S)`: every chunk read is forwarded S seconds after it arrived, in
+  order, in both directions (a long, fat pipe: latency, not a bandwidth cap).
+* `partition("loss", loss=P)`: what TCP makes of losing a fraction P of the segments. A proxy above
+  TCP cannot drop bytes without corrupting the stream, so each chunk is, with probability P, held
+  back for a retransmission timeout (`RTO_S`, doubling for each further loss in a row, up to
+  `RTO_MAX_S`, as TCP's backoff), and everything behind it waits (head-of-line blocking).
+
+`heal()` of a delay or loss partition returns to plain forwarding; the streams were never broken.
 
     async with PartitionProxy("127.0.0.1:6443") as proxy:
         ...connect the client to proxy.address...
@@ -17,11 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from types import TracebackType
 
-__all__ = ["PartitionProxy"]
+__all__ = ["MODES", "PartitionProxy"]
 
 CHUNK = 65536
+MODES = ("blackhole", "delay", "loss")
+RTO_S = 0.2  # Linux's minimum TCP retransmission timeout (TCP_RTO_MIN)
+RTO_MAX_S = 3.2  # cap of the doubling here (TCP's own cap is 120 s; a run is shorter than that)
 
 
 class _Link:
@@ -37,11 +50,14 @@ class _Link:
 
 
 class PartitionProxy:
-    def __init__(self, upstream: str, *, host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream: str, *, host: str = "127.0.0.1", seed: int | None = None) -> None:
         up_host, _, up_port = upstream.rpartition(":")
         self.upstream = (up_host, int(up_port))
         self.host = host
-        self.partitioned = False
+        self.partitioned = False  # black-holed
+        self.delay = 0.0  # mode "delay": seconds every chunk is held back
+        self.loss = 0.0  # mode "loss": the probability a chunk is "lost" (retransmitted late)
+        self.rng = random.Random(seed)
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -72,14 +88,41 @@ class PartitionProxy:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def partition(self) -> None:
-        """Black-hole every open and every new connection."""
-        self.partitioned = True
-        for link in self._links:
-            link.cut = True
+    @property
+    def mode(self) -> str | None:
+        """The partition in force: "blackhole", "delay", "loss", or None (forwarding)."""
+        if self.partitioned:
+            return "blackhole"
+        if self.delay:
+            return "delay"
+        if self.loss:
+            return "loss"
+        return None
+
+    def partition(self, mode: str = "blackhole", *, delay: float = 0.0, loss: float = 0.0) -> None:
+        """Black-hole every open and every new connection; or (mode "delay") hold every chunk back
+        `delay` s; or (mode "loss") lose a fraction `loss` of the chunks (module doc)."""
+        if mode not in MODES:
+            raise ValueError(f"partition mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "delay" and not delay > 0:
+            raise ValueError(f"a delay partition needs delay > 0, got {delay!r}")
+        if mode == "loss" and not 0 < loss <= 1:
+            raise ValueError(f"a loss partition needs 0 < loss <= 1, got {loss!r}")
+        self.heal()
+        if mode == "blackhole":
+            self.partitioned = True
+            for link in self._links:
+                link.cut = True
+        elif mode == "delay":
+            self.delay = delay
+        else:
+            self.loss = loss
 
     def heal(self) -> None:
-        """Drop the black-holed connections (the client reconnects) and forward new ones again."""
+        """Forward normally again; black-holed connections are dropped (the client reconnects)."""
+        self.delay = self.loss = 0.0
+        if not self.partitioned:
+            return
         self.partitioned = False
         for link in [lk for lk in self._links if lk.cut]:
             link.close()
@@ -115,15 +158,53 @@ class PartitionProxy:
             while await reader.read(CHUNK):
                 pass
 
-    @staticmethod
-    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link) -> None:
+    def _hold(self, losses_in_a_row: int) -> tuple[float, int]:
+        """How long to hold the next chunk back, and the new count of losses in a row."""
+        if self.delay:
+            return self.delay, 0
+        if self.loss and self.rng.random() < self.loss:
+            return min(RTO_MAX_S, RTO_S * 2**losses_in_a_row), losses_in_a_row + 1
+        return 0.0, 0
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link) -> None:
+        """Forward one direction. Plain forwarding writes at once; a chunk held back (delay, loss)
+        goes through a queue with its release time, so reading goes on meanwhile and the order of
+        the bytes is kept (nothing overtakes a held chunk)."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+        sender: asyncio.Task[None] | None = None
+        release = 0.0  # when the last queued chunk goes out
+        losses = 0
+
+        async def send() -> None:
+            with contextlib.suppress(OSError):
+                while (item := await queue.get()) is not None:
+                    at, chunk = item
+                    await asyncio.sleep(max(0.0, at - loop.time()))
+                    writer.write(chunk)
+                    await writer.drain()
+            link.close()
+
         try:
             while data := await reader.read(CHUNK):
                 if link.cut:
                     continue  # dropped on the floor
-                writer.write(data)
-                await writer.drain()
+                hold, losses = self._hold(losses)
+                now = loop.time()
+                if not hold and release <= now and queue.empty():
+                    writer.write(data)
+                    await writer.drain()
+                    continue
+                release = max(release, now + hold)
+                if sender is None or sender.done():
+                    sender = asyncio.create_task(send())
+                queue.put_nowait((release, data))
+            if sender is not None and not sender.done():
+                queue.put_nowait(None)
+                await sender
         except OSError:
             pass
         finally:
+            if sender is not None:
+                sender.cancel()
             link.close()

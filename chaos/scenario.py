@@ -31,7 +31,9 @@ Faults (`chaos.nemesis`):
     stop        SIGSTOP for `duration` s, then SIGCONT
     restart     SIGTERM and start again (a replica at once, ready awaited; the API server or an etcd
                 member after `duration` s)
-    partition   a replica's link to the API server black-holed for `duration` s (`chaos.proxy`)
+    partition   a replica's link to the API server black-holed for `duration` s (`chaos.proxy`);
+                `mode: delay` + `delay: S` holds every byte back S s instead, `mode: loss` +
+                `loss: P` loses a fraction P of the segments (each retransmitted after a timeout)
     rotate-leaf new key and certificate from the same CA for the target's identity (`certs.rotation`):
                 a replica (by name, `leader`, `random-replica`), `apiserver` (its serving pair and its
                 etcd client pair), `etcd` (etcd's serving pair) or `all`; `duration` s (default 3) is
@@ -86,6 +88,7 @@ __all__ = [
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 
+PARTITION_MODES: tuple[str, ...] = ("blackhole", "delay", "loss")
 FAULTS: tuple[str, ...] = (
     "kill",
     "term",
@@ -150,6 +153,11 @@ class FaultSpec:
     offset: float | None = None
     rate: float | None = None
     heal_after: float | None = None
+    # partition's: "blackhole" (default), "delay" (every byte `delay` s late) or "loss" (a fraction
+    # `loss` of the segments lost and retransmitted, see chaos.proxy)
+    mode: str | None = None
+    delay: float | None = None
+    loss: float | None = None
 
     def describe(self) -> str:
         when = f"t={self.at:g}s " if self.at is not None else ""
@@ -161,6 +169,12 @@ class FaultSpec:
             extra += f" rate {self.rate:g}"
         if self.heal_after is not None:
             extra += f" healed after {self.heal_after:g}s"
+        if self.mode is not None:
+            extra += f" {self.mode}"
+        if self.delay is not None:
+            extra += f" {self.delay * 1000:g}ms"
+        if self.loss is not None:
+            extra += f" {self.loss:.0%} loss"
         return f"{when}{self.fault} {self.target}{lasting}{extra}"
 
 
@@ -456,7 +470,7 @@ def _parse_fault(
 ) -> FaultSpec:
     f = _Fields(data, where, source)
     timed = duration is not None
-    fields = ("fault", "target", "duration", "offset", "rate", "heal_after")
+    fields = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode", "delay", "loss")
     f.unknown(("at", *fields) if timed else fields)
     fault = f.string("fault", None, FAULTS)
     target = f.string("target", "all" if fault == "rotate-ca" else None)
@@ -510,9 +524,46 @@ def _parse_fault(
             f.fail("offset", "a clock-skew needs an `offset` (seconds) or a `rate` (e.g. 1.5), or both")
     if fault == "expire-cert" and f.has("heal_after"):
         heal_after = f.number("heal_after", None)
+    mode, delay, loss = _parse_partition_mode(f, fault)
     return FaultSpec(
-        fault=fault, target=target, at=at, duration=d, offset=offset, rate=rate, heal_after=heal_after
+        fault=fault,
+        target=target,
+        at=at,
+        duration=d,
+        offset=offset,
+        rate=rate,
+        heal_after=heal_after,
+        mode=mode,
+        delay=delay,
+        loss=loss,
     )
+
+
+def _parse_partition_mode(f: _Fields, fault: str) -> tuple[str | None, float | None, float | None]:
+    """A partition's `mode` and its `delay` (seconds) / `loss` (a fraction in (0, 1])."""
+    for key in ("mode", "delay", "loss"):
+        if f.has(key) and fault != "partition":
+            f.fail(key, f"only partition faults take `{key}`")
+    if fault != "partition":
+        return None, None, None
+    mode = f.string("mode", "blackhole", PARTITION_MODES)
+    delay = f.number("delay", None) if f.has("delay") else None
+    loss = None
+    if f.has("loss"):
+        loss = f.number("loss", None)
+        if loss > 1:
+            f.fail("loss", f"a fraction of the segments, in (0, 1], got {loss:g}")
+    if mode == "blackhole" and (delay is not None or loss is not None):
+        f.fail("mode", "a blackhole partition forwards nothing: `delay` and `loss` need mode delay or loss")
+    if mode == "delay" and delay is None:
+        f.fail("delay", "a delay partition needs `delay` (seconds each byte is held back, e.g. 0.2)")
+    if mode == "delay" and loss is not None:
+        f.fail("loss", "`loss` goes with mode loss")
+    if mode == "loss" and loss is None:
+        f.fail("loss", "a loss partition needs `loss` (the fraction of segments lost, e.g. 0.3)")
+    if mode == "loss" and delay is not None:
+        f.fail("delay", "`delay` goes with mode delay")
+    return mode, delay, loss
 
 
 def _parse_random(data: object, source: str, cluster: ClusterSpec) -> RandomFaults:

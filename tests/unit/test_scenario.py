@@ -166,6 +166,26 @@ def test_minimal_defaults() -> None:
             "faults[0].target: etcd members share one serving pair",
         ),
         (base(faults=[{"at": 1, "fault": "kill", "target": "all"}]), "faults[0].target: `all` is a target"),
+        (
+            base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "jitter"}]),
+            "faults[0].mode: must be one of blackhole, delay, loss",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "delay"}]),
+            "faults[0].delay: a delay partition needs `delay`",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "loss", "loss": 2}]),
+            "faults[0].loss: a fraction of the segments",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "partition", "target": "leader", "delay": 0.2}]),
+            "faults[0].mode: a blackhole partition forwards nothing",
+        ),
+        (
+            base(faults=[{"at": 1, "fault": "kill", "target": "leader", "loss": 0.2}]),
+            "faults[0].loss: only partition faults take `loss`",
+        ),
         (base(checks=["pods_bound_once", "liveness"]), "checks[1]: unknown invariant 'liveness'"),
         (base(checks=[]), "checks: must name at least one"),
         (base(checks=["no_overcommit", "no_overcommit"]), "checks: names an invariant twice"),
@@ -280,3 +300,18 @@ def test_short_keeps_rotation_steps_and_scales_heal_and_skew() -> None:
     assert ca.duration == 4.0  # bound by the reload time, not the lease
     assert expire.heal_after == 6.0  # 45 x 2/15
     assert skew.rate == 1.5 and skew.duration is not None and 1.0 <= skew.duration < 20
+
+
+def test_partition_modes_parse() -> None:
+    s = parse_scenario(
+        base(
+            faults=[
+                {"at": 1, "fault": "partition", "target": "leader", "duration": 5},
+                {"at": 2, "fault": "partition", "target": "leader", "mode": "delay", "delay": 0.2},
+                {"at": 3, "fault": "partition", "target": "standby", "mode": "loss", "loss": 0.3},
+            ]
+        )
+    )
+    modes = [(f.mode, f.delay, f.loss) for f in s.faults]
+    assert modes == [("blackhole", None, None), ("delay", 0.2, None), ("loss", None, 0.3)]
+    assert "200ms" in s.faults[1].describe() and "30% loss" in s.faults[2].describe()
