@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from kse.cli.argtypes import positive_float as _positive_float
 from kse.cli.argtypes import positive_int as _positive_int
 from kse.config import ConnectionFile
 from kse.etcdclient import EtcdError, EtcdTLS
+from kse.fileio import write_atomic
 
 log = logging.getLogger("apiserver_mock")
 
@@ -220,18 +220,6 @@ class _ClientGoneFilter(logging.Filter):
         return True
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def client_address(address: str) -> str:
     """Where a local client connects: a wildcard listen address becomes loopback."""
     host, _, port = address.rpartition(":")
@@ -253,7 +241,7 @@ async def serve(config: ServerConfig, args: argparse.Namespace) -> int:
                 address, cert_path(pki, ADMIN), key_path(pki, ADMIN), ca_bundle_path(pki)
             ).save(args.connection_file)
         if args.ready_file is not None:
-            _write_atomic(args.ready_file, json.dumps({"address": address, "pid": os.getpid()}) + "\n")
+            write_atomic(args.ready_file, json.dumps({"address": address, "pid": os.getpid()}) + "\n")
         await stop.wait()
         log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
         await server.stop(STOP_GRACE_S)

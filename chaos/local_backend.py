@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.backend import BackendError
+from kse.fileio import write_atomic
 
 if TYPE_CHECKING:
     from chaos.proxy import PartitionProxy
@@ -63,10 +64,7 @@ def write_clock_skew(path: Path, offset_s: float, rate: float) -> None:
     """Atomically (a rename) write the skew file `kse scheduler --clock-skew-file` re-reads."""
     if rate <= 0:
         raise BackendError(f"clock rate must be > 0, got {rate!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"offset_s": float(offset_s), "rate": float(rate)}) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"offset_s": float(offset_s), "rate": float(rate)}) + "\n")
 
 
 def natural_key(name: str) -> tuple[str, int]:

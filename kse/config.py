@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from kse.fileio import write_atomic
 
 ENV_VAR = "KSE_CONFIG"
 DEFAULT_PATH = Path("~/.kse/config.json")
@@ -84,18 +85,7 @@ class ConnectionFile:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write atomically (temp file in the same directory, then rename): readers see old or new."""
         path = Path(path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(self.to_dict(), indent=2) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n", durable=True)
 
 
 def resolve(explicit: str | os.PathLike[str] | None) -> Path:

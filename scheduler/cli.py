@@ -59,7 +59,6 @@ import math
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,6 +72,7 @@ from kse.cli.connection_args import (
     rpc_error_log_from_args,
 )
 from kse.config import ConnectionFile
+from kse.fileio import write_atomic
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
 from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
 from scheduler.cache.cache import DEFAULT_ASSUMED_POD_TTL
@@ -383,18 +383,6 @@ def election_clock(args: argparse.Namespace) -> Clock:
         return RealClock()
     offset, rate = args.clock_skew
     return SkewedClock(RealClock(), offset=offset, rate=rate)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 async def serve(

@@ -30,15 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from kse.cli.argtypes import non_negative_int
+from kse.fileio import write_atomic
 
 CLUSTER_FILE = "cluster.json"  # under run/, as `kse up` writes it (contract B)
 CLIENT_STEMS = ("admin", "chaos", "nodesim", "workload")
@@ -126,16 +125,8 @@ def _server_host(server: str) -> str:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Atomically (temp file + rename): a component starting at that moment reads old or new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Atomically: a component starting at that moment reads old or new."""
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def ensure_pki(

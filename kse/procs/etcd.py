@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from kse.etcdclient import EtcdClient, EtcdError, EtcdTLS
+from kse.fileio import write_atomic
 from kse.procs.launcher import LaunchError, ManagedProcess
 from kse.procs.ports import free_ports
 
@@ -528,9 +529,7 @@ def _write_layout(base_dir: Path, members: Sequence[EtcdMember]) -> None:
             for m in members
         ]
     }
-    tmp = base_dir / f".{CLUSTER_FILE}.tmp"
-    tmp.write_text(json.dumps(layout, indent=2) + "\n")
-    os.replace(tmp, base_dir / CLUSTER_FILE)
+    write_atomic(base_dir / CLUSTER_FILE, json.dumps(layout, indent=2) + "\n")
 
 
 async def start_cluster(

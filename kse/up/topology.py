@@ -113,6 +113,7 @@ from kse.client.channel import channel_source_from_connection
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
 from kse.config import ConnectionFile
+from kse.fileio import write_atomic
 from kse.procs.apiserver import ApiServerProcess
 from kse.procs.etcd import (
     CLUSTER_FILE,
@@ -1098,10 +1099,8 @@ class Cluster:
             return  # only the run that owns the data dir writes it
         self._run_file_seen = self._process_signature()
         path = self.plan.cluster_file
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(self.cluster_info(), indent=1) + "\n")
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps(self.cluster_info(), indent=1) + "\n")
         except OSError as e:
             log.warning("cannot write %s: %s", path, e)
 
@@ -1411,10 +1410,9 @@ class Cluster:
         for name, proc in self.processes():
             if proc.pid is not None and proc.running:
                 entries.append({"name": name, "pid": proc.pid, "start": _start_time(proc.pid)})
-        tmp = self._pid_table.with_suffix(".tmp")
         with contextlib.suppress(OSError):
-            tmp.write_text(json.dumps({"owner": os.getpid(), "processes": entries}, indent=1) + "\n")
-            os.replace(tmp, self._pid_table)
+            table = {"owner": os.getpid(), "processes": entries}
+            write_atomic(self._pid_table, json.dumps(table, indent=1) + "\n")
 
     def _reap_previous_run(self) -> None:
         """Kill the process groups a previous, SIGKILLed `kse up` on this data dir left running.
