@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import re
 import signal
 import sys
-import tempfile
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kse.cli.argtypes import non_negative_float, non_negative_int, positive_int
 from kse.cli.connection_args import (
@@ -34,6 +35,10 @@ from kse.cli.connection_args import (
     rpc_error_log_from_args,
 )
 from kse.config import ConnectionFile
+from kse.fileio import write_atomic
+
+if TYPE_CHECKING:
+    from kse.client.clientset import ChannelSource
 
 log = logging.getLogger("nodesim")
 
@@ -79,18 +84,6 @@ def byte_size(text: str) -> int:
         return parse_size(text)
     except TemplateError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def setup_logging(level: str) -> None:
@@ -311,55 +304,85 @@ def client_limits(args: argparse.Namespace) -> tuple[float, int]:
     return float(qps), int(burst)
 
 
+@contextlib.asynccontextmanager
+async def client_channel(args: argparse.Namespace, conn: ConnectionFile) -> AsyncIterator[ChannelSource]:
+    """The channel source of a client component (nodesim, workload): it follows the credential
+    files (rotation, renewal), its clientsets ask it for the current channel on every call and
+    watch, and with `--rpc-error-log` every failed RPC is logged. Closed (and the log) on exit."""
+    errors = rpc_error_log_from_args(args)
+    channel = connection_source(conn, errors)
+    try:
+        yield channel
+    finally:
+        await channel.close()
+        if errors is not None:
+            errors.close()
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Callable[[], object]) -> Iterator[None]:
+    """SIGTERM and SIGINT call `stop` (a graceful stop) while the block runs."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    try:
+        yield
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def run_component(
+    argv: Sequence[str] | None,
+    parser: argparse.ArgumentParser,
+    stem: str,
+    config_from_args: Callable[[argparse.ArgumentParser, argparse.Namespace], object],
+    serve: Callable[[argparse.Namespace, object, ConnectionFile], Coroutine[Any, Any, int]],
+    *,
+    interrupted: int,
+) -> int:
+    """The `main` of a client component: parse, log, find its connection (`stem`'s identity in a
+    PKI dir) and its config, run `serve`; `interrupted` is the exit status of a Ctrl-C that reached
+    Python before the signal handlers were installed."""
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    setup_logging(args.log_level)
+    conn = connection_from_args(parser, args, stem)
+    config = config_from_args(parser, args)
+    try:
+        return asyncio.run(serve(args, config, conn))
+    except KeyboardInterrupt:
+        return interrupted
+    except OSError as e:
+        logging.getLogger(stem).error("cannot start: %s", e)
+        return 1
+
+
 async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) -> int:
     from kse.client.clientset import Clientset
     from kse.client.errors import ApiError
     from nodesim.simulator import NodeSimConfig, NodeSimulator
 
     assert isinstance(config, NodeSimConfig)
-    loop = asyncio.get_running_loop()
     qps, burst = client_limits(args)
-    errors = rpc_error_log_from_args(args)
-    # Follows the credential files (rotation, renewal): the simulator's clientsets (writes and
-    # heartbeats) ask it for the current channel on every call and watch.
-    channel = connection_source(conn, errors)
-    try:
-        cs = Clientset(channel, qps=qps, burst=burst, user_agent="kse-nodesim/0.1")
-        sim = NodeSimulator(cs, config)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, sim.stop)
-        run = asyncio.create_task(sim.run(), name="nodesim")
-        reg = asyncio.create_task(sim.wait_registered())
-        await asyncio.wait([run, reg], return_when=asyncio.FIRST_COMPLETED)
-        reg.cancel()
-        if sim.registered and args.ready_file is not None:
-            write_atomic(args.ready_file, json.dumps({"nodes": len(sim.nodes), "pid": os.getpid()}) + "\n")
-            log.info("ready: %d nodes registered (ready file %s)", len(sim.nodes), args.ready_file)
-        try:
-            await run
-        except ApiError as e:
-            log.error("the API server refused the simulator: %s", e.kubectl_message())
-            return 1
-        log.info("stopped; %s", json.dumps(sim.stats.as_dict()))
-        return 0
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await channel.close()
-        if errors is not None:
-            errors.close()
+    async with client_channel(args, conn) as channel:
+        sim = NodeSimulator(Clientset(channel, qps=qps, burst=burst, user_agent="kse-nodesim/0.1"), config)
+        with stop_on_signals(sim.stop):
+            run = asyncio.create_task(sim.run(), name="nodesim")
+            reg = asyncio.create_task(sim.wait_registered())
+            await asyncio.wait([run, reg], return_when=asyncio.FIRST_COMPLETED)
+            reg.cancel()
+            if sim.registered and args.ready_file is not None:
+                ready = {"nodes": len(sim.nodes), "pid": os.getpid()}
+                write_atomic(args.ready_file, json.dumps(ready) + "\n")
+                log.info("ready: %d nodes registered (ready file %s)", len(sim.nodes), args.ready_file)
+            try:
+                await run
+            except ApiError as e:
+                log.error("the API server refused the simulator: %s", e.kubectl_message())
+                return 1
+            log.info("stopped; %s", json.dumps(sim.stats.as_dict()))
+            return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = build_parser()
-    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    setup_logging(args.log_level)
-    conn = connection_from_args(p, args, "nodesim")
-    config = config_from_args(p, args)
-    try:
-        return asyncio.run(serve(args, config, conn))
-    except KeyboardInterrupt:
-        return 0
-    except OSError as e:
-        log.error("cannot start: %s", e)
-        return 1
+    return run_component(argv, build_parser(), "nodesim", config_from_args, serve, interrupted=0)

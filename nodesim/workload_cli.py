@@ -15,28 +15,25 @@ on stdout). Exit codes: 0 when every create succeeded, 1 when some failed (or it
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
-import signal
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kse.cli.connection_args import connection_source, rpc_error_log_from_args
 from kse.config import ConnectionFile
+from kse.fileio import write_atomic
 from nodesim.cli import (
     add_connection_flags,
-    connection_from_args,
+    client_channel,
     duration,
     non_negative_float,
     non_negative_int,
     positive_duration,
     positive_int,
-    setup_logging,
-    write_atomic,
+    run_component,
+    stop_on_signals,
 )
 
 log = logging.getLogger("workload")
@@ -162,41 +159,21 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
     from nodesim.workload import Workload, WorkloadConfig
 
     assert isinstance(config, WorkloadConfig)
-    loop = asyncio.get_running_loop()
-    errors = rpc_error_log_from_args(args)
-    channel = connection_source(conn, errors)  # follows the credential files (rotation, renewal)
-    try:
+    async with client_channel(args, conn) as channel:
         cs = Clientset(channel, qps=args.qps, burst=args.client_burst, user_agent="kse-workload/0.1")
         wl = Workload(cs, config)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, wl.stop)
-        if args.ready_file is not None:
-            write_atomic(args.ready_file, json.dumps({"run_id": config.run_id, "pid": os.getpid()}) + "\n")
-        summary = await wl.run()
-        out = summary.to_dict()
-        if args.json:
-            print(json.dumps(out, sort_keys=True), flush=True)
-        else:
-            print(human_summary(out), flush=True)
-        return 1 if summary.failed else 0
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await channel.close()
-        if errors is not None:
-            errors.close()
+        with stop_on_signals(wl.stop):
+            if args.ready_file is not None:
+                ready = {"run_id": config.run_id, "pid": os.getpid()}
+                write_atomic(args.ready_file, json.dumps(ready) + "\n")
+            summary = await wl.run()
+    out = summary.to_dict()
+    if args.json:
+        print(json.dumps(out, sort_keys=True), flush=True)
+    else:
+        print(human_summary(out), flush=True)
+    return 1 if summary.failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = build_parser()
-    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
-    setup_logging(args.log_level)
-    conn = connection_from_args(p, args, "workload")
-    config = config_from_args(p, args)
-    try:
-        return asyncio.run(serve(args, config, conn))
-    except KeyboardInterrupt:
-        return 1
-    except OSError as e:
-        log.error("cannot start: %s", e)
-        return 1
+    return run_component(argv, build_parser(), "workload", config_from_args, serve, interrupted=1)
