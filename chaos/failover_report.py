@@ -269,10 +269,10 @@ def format_table(result: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def format_compare(
+def _compare_rows(
     poll: Mapping[str, Any], watch: Mapping[str, Any], ratios: Mapping[str, Mapping[str, float | None]]
-) -> str:
-    """poll and watch side by side, with poll/watch per timing and percentile."""
+) -> list[list[str]]:
+    """The poll-vs-watch timing table (header first): each timing's percentiles and their ratio."""
     rows = [["timing", "pct", "poll", "watch", "poll/watch"]]
     for m in TIMINGS:
         for pct in PERCENTILES:
@@ -286,6 +286,14 @@ def format_compare(
                     "-" if r is None else f"{r:.2f}x",
                 ]
             )
+    return rows
+
+
+def format_compare(
+    poll: Mapping[str, Any], watch: Mapping[str, Any], ratios: Mapping[str, Mapping[str, float | None]]
+) -> str:
+    """poll and watch side by side, with poll/watch per timing and percentile."""
+    rows = _compare_rows(poll, watch, ratios)
     for name in SAFETY_COUNTS:
         rows.append([name, "", str(poll.get(name)), str(watch.get(name)), ""])
     head = _headline(watch).replace("election watch", "election poll vs watch")
@@ -493,19 +501,7 @@ def write_compare_report(
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    rows = [["timing", "pct", "poll", "watch", "poll/watch"]]
-    for m in TIMINGS:
-        for pct in PERCENTILES:
-            r = ratios.get(m, {}).get(pct)
-            rows.append(
-                [
-                    METRIC_LABELS[m] if pct == "p50" else "",
-                    pct,
-                    _fmt(_p(poll, m, pct)),
-                    _fmt(_p(watch, m, pct)),
-                    "-" if r is None else f"{r:.2f}x",
-                ]
-            )
+    rows = _compare_rows(poll, watch, ratios)
     parts = [
         f"# Failover benchmark: {watch['fault']}, poll vs watch",
         "",
