@@ -20,6 +20,7 @@ from apiserver_mock.server import APIServer, ServerConfig
 from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
 from kse.cli.argtypes import positive_float as _positive_float
 from kse.cli.argtypes import positive_int as _positive_int
+from kse.cli.logging_args import add_log_level_flag, setup_logging
 from kse.config import ConnectionFile
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
@@ -144,12 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="append one JSON line (kse.audit.AuditRecord) per write request to PATH, before answering",
     )
-    p.add_argument(
-        "--log-level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="(default: %(default)s)",
-    )
+    add_log_level_flag(p)
     return p
 
 
@@ -254,10 +250,7 @@ async def serve(config: ServerConfig, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level)
     logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGoneFilter())
     config = config_from_args(parser, args)
     try:

@@ -34,6 +34,7 @@ from kse.cli.connection_args import (
     connection_source,
     rpc_error_log_from_args,
 )
+from kse.cli.logging_args import add_log_level_flag, setup_logging
 from kse.config import ConnectionFile
 from kse.fileio import write_atomic
 
@@ -84,14 +85,6 @@ def byte_size(text: str) -> int:
         return parse_size(text)
     except TemplateError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 # ---------------------------------------------------------------- kse nodesim
@@ -243,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="log a stats line this often (default 30s; 0: never)",
     )
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_log_level_flag(p)
     return p
 
 

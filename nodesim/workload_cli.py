@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kse.cli.logging_args import add_log_level_flag
 from kse.config import ConnectionFile
 from kse.fileio import write_atomic
 from nodesim.cli import (
@@ -106,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     lim.add_argument("--client-burst", type=positive_int, default=100, help="client burst (default 100)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
     p.add_argument("--ready-file", type=Path, help='written once connected: {"run_id": ID, "pid": N}')
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    add_log_level_flag(p)
     return p
 
 

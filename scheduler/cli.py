@@ -71,6 +71,7 @@ from kse.cli.connection_args import (
     connection_source,
     rpc_error_log_from_args,
 )
+from kse.cli.logging_args import add_log_level_flag, setup_logging
 from kse.config import ConnectionFile
 from kse.fileio import write_atomic
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
@@ -293,12 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument(
         "--ready-file", type=Path, help='written once serving: {"metrics": "HOST:PORT", "pid": N}'
     )
-    p.add_argument(
-        "--log-level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-        help="(default: %(default)s)",
-    )
+    add_log_level_flag(p)
     return p
 
 
@@ -644,10 +640,7 @@ async def _wait(task: asyncio.Task[None], grace: float) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(args.log_level)
     from scheduler.profile import load_scheduler_config
 
     try:

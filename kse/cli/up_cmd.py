@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from kse.cli.argtypes import non_negative_float, non_negative_int, positive_duration, positive_int
+from kse.cli.logging_args import add_log_level_flag
 
 if TYPE_CHECKING:  # imported when the command runs, so `kse --help` stays fast
     from kse.up.status import StatusSnapshot
@@ -123,12 +124,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--json", action="store_true", help="no live view; print one JSON summary at the end")
     p.add_argument("--fresh", action="store_true", help="new PKI, empty etcd, no old logs")
-    p.add_argument(
-        "--log-level",
-        choices=("debug", "info", "warning", "error"),
-        default="info",
-        help="log level of the components (their logs are in D/logs)",
-    )
+    add_log_level_flag(p, help="log level of the components (their logs are in D/logs)")
     p.set_defaults(func=_cmd_up)
 
 
