@@ -9,7 +9,6 @@ there is one, the settle and the shutdown); under xdist they run in parallel.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from chaos import cli
 from chaos.scenario import SCENARIOS_DIR, find_scenario, load_scenario
-from kse.up.topology import pid_alive
+from tests.fixtures.procs import procs_naming
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -33,20 +32,6 @@ LEADER_FAILOVERS = {
 }
 ROTATIONS = {"rotate-leaf-certs", "rotate-ca", "upgrade-day", "expire-leader-cert"}
 NO_FAILOVER = {"rotate-leaf-certs", "rotate-ca"}  # a rotation must not cost the leader its lease
-
-
-def _procs_naming(text: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd and pid_alive(int(entry)):
-            found.append(f"{entry}: {cmd[:200]}")
-    return found
 
 
 def test_every_required_scenario_is_shipped() -> None:
@@ -117,6 +102,6 @@ def test_scenario_short(name: str, tmp_path: Path, capsys: pytest.CaptureFixture
 
     # The run stops every process it started (a SIGKILLed group may take a moment to be reaped).
     deadline = time.monotonic() + 5.0
-    while (left := _procs_naming(f"kse-chaos-{name}-")) and time.monotonic() < deadline:
+    while (left := procs_naming(f"kse-chaos-{name}-")) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, f"processes left behind: {left}\n{err[-3000:]}"

@@ -12,7 +12,6 @@ on a shared CI machine they would only make it flaky.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from chaos import failover_bench
 from chaos.failover_report import evaluate_targets, format_table, ratio
-from kse.up.topology import pid_alive
+from tests.fixtures.procs import procs_naming
 
 pytestmark = [pytest.mark.integration]
 
@@ -45,20 +44,6 @@ TOP_KEYS = {
 }
 TIMINGS = ("fault_to_acquire_ms", "expiry_to_acquire_ms", "gap_ms")
 SAFETY = ("stale_writes_accepted", "stale_writes_rejected", "double_binds", "overcommitted_nodes")
-
-
-def _procs_naming(text: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd and pid_alive(int(entry)):
-            found.append(f"{entry}: {cmd[:200]}")
-    return found
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict, str]:
@@ -114,7 +99,7 @@ def _check_nothing_left(err: str) -> None:
     assert m, err[-2000:]
     data = m.group(1)
     assert not Path(data).exists(), f"{data} was left behind"
-    assert not _procs_naming(data), _procs_naming(data)
+    assert not procs_naming(data), procs_naming(data)
 
 
 @pytest.mark.timeout(90)

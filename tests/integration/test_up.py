@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -28,24 +27,10 @@ from kse.up.status import Failover, LeaseHistory, LeaseObservation
 from kse.up.supervisor import BackoffPolicy, CrashLoopBackoff, RestartRecord, Supervisor
 from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, UpError, pid_alive
 from tests.fixtures.polling import truthy
+from tests.fixtures.procs import procs_naming
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAST_ELECTION = ["--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.5"]
-
-
-def _procs_naming(text: str) -> list[str]:
-    """Live processes whose command line contains `text`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd and pid_alive(int(entry)):
-            found.append(f"{entry}: {cmd[:200]}")
-    return found
 
 
 # ---------------------------------------------------------------------------------------------- kse up
@@ -74,7 +59,7 @@ def test_kse_up_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert summary["processes"], summary
     alive = [p for p in summary["processes"] if pid_alive(p["pid"])]
     assert not alive, f"left running: {alive}"
-    assert not _procs_naming(str(data)), _procs_naming(str(data))
+    assert not procs_naming(str(data)), procs_naming(str(data))
     assert summary["leftovers"] == [] and summary["errors"] == []
 
     assert summary["data_dir"] == str(data)
@@ -249,4 +234,4 @@ async def test_a_replica_that_fails_to_start_fails_the_start_cleanly(tmp_path: P
     with pytest.raises(UpError, match="scheduler-2"):
         async with cluster:
             pytest.fail("the cluster came up with a replica that cannot start")
-    assert not _procs_naming(str(plan.data_dir)), _procs_naming(str(plan.data_dir))
+    assert not procs_naming(str(plan.data_dir)), procs_naming(str(plan.data_dir))
