@@ -50,7 +50,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -270,26 +270,26 @@ class Nemesis:
                 how["delay_s"] = spec.delay
             if spec.loss is not None:
                 how["loss"] = spec.loss
-            self._record(
-                time.time(), name, r, detail | how | {"phase": PHASE_START, "partition_for_s": d}
+            await self._window(
+                name,
+                r,
+                d,
+                start=detail | how | {"partition_for_s": d},
+                end={"identity": detail["identity"]},
+                begin=lambda: b.partition(r, mode, delay=spec.delay or 0.0, loss=spec.loss or 0.0),
+                finish=lambda: b.heal(r),
             )
-            await b.partition(r, mode, delay=spec.delay or 0.0, loss=spec.loss or 0.0)
-            try:
-                await asyncio.sleep(d)
-            finally:
-                ts = time.time()
-                await b.heal(r)
-                self._record(ts, name, r, {"identity": detail["identity"], "phase": PHASE_END})
         elif spec.fault == "stop":
             d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, r, detail | {"phase": PHASE_START, "stop_for_s": d})
-            await b.pause(r)
-            try:
-                await asyncio.sleep(d)
-            finally:
-                ts = time.time()
-                await b.resume(r)
-                self._record(ts, name, r, {"identity": detail["identity"], "phase": PHASE_END})
+            await self._window(
+                name,
+                r,
+                d,
+                start=detail | {"stop_for_s": d},
+                end={"identity": detail["identity"]},
+                begin=lambda: b.pause(r),
+                finish=lambda: b.resume(r),
+            )
         elif spec.fault == "rotate-leaf":
             await self._rotate_leaf(spec, r, detail)
         elif spec.fault == "expire-cert":
@@ -298,6 +298,28 @@ class Nemesis:
             await self._clock_skew(spec, r, detail)
         else:
             raise NemesisError(f"{spec.fault} does not apply to a replica")
+
+    async def _window(
+        self,
+        fault: str,
+        target: str,
+        seconds: float,
+        *,
+        start: dict[str, Any],
+        end: dict[str, Any],
+        begin: Callable[[], Awaitable[None]],
+        finish: Callable[[], Awaitable[None]],
+    ) -> None:
+        """A fault that lasts (a pause, a partition): its start record, `begin`, `seconds`, then
+        `finish` and its end record, stamped just before `finish` acts (also when cancelled)."""
+        self._record(time.time(), fault, target, start | {"phase": PHASE_START})
+        await begin()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            ts = time.time()
+            await finish()
+            self._record(ts, fault, target, end | {"phase": PHASE_END})
 
     # ------------------------------------------------------------------ API server and etcd
 
@@ -309,14 +331,15 @@ class Nemesis:
         name = FAULT_RECORD_NAMES[spec.fault]
         if spec.fault == "stop":
             d = spec.duration if spec.duration is not None else self.default_stop
-            self._record(time.time(), name, target, detail | {"phase": PHASE_START, "stop_for_s": d})
-            await b.pause(target)
-            try:
-                await asyncio.sleep(d)
-            finally:
-                ts = time.time()
-                await b.resume(target)
-                self._record(ts, name, target, {"phase": PHASE_END})
+            await self._window(
+                name,
+                target,
+                d,
+                start=detail | {"stop_for_s": d},
+                end={},
+                begin=lambda: b.pause(target),
+                finish=lambda: b.resume(target),
+            )
             return
         self._record(time.time(), name, target, detail | ({"down_s": down} if down else {}))
         if spec.fault == "kill":
@@ -498,18 +521,17 @@ class Nemesis:
         # that has survived the skew; one that does not (a clock so slow that its retry period
         # outlasts the lease) lost the lease to it.
         effect = SKEW_FILE_CHECK_S + self.retry_period
-        self._record(
-            time.time(),
+        start = detail | {"offset_s": offset, "rate": rate, "effect_within_s": effect}
+        if spec.duration is None:  # skewed for the rest of the run: the window lasts to the end
+            self._record(time.time(), CLOCK_SKEW, r, start | {"phase": PHASE_START})
+            await self.backend.set_clock_skew(r, offset, rate)
+            return
+        await self._window(
             CLOCK_SKEW,
             r,
-            detail | {"phase": PHASE_START, "offset_s": offset, "rate": rate, "effect_within_s": effect},
+            spec.duration,
+            start=start,
+            end={"identity": detail["identity"]},
+            begin=lambda: self.backend.set_clock_skew(r, offset, rate),
+            finish=lambda: self.backend.set_clock_skew(r, 0.0, 1.0),
         )
-        await self.backend.set_clock_skew(r, offset, rate)
-        if spec.duration is None:
-            return
-        try:
-            await asyncio.sleep(spec.duration)
-        finally:
-            ts = time.time()
-            await self.backend.set_clock_skew(r, 0.0, 1.0)
-            self._record(ts, CLOCK_SKEW, r, {"identity": detail["identity"], "phase": PHASE_END})
