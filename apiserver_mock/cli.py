@@ -18,12 +18,12 @@ from pathlib import Path
 
 from apiserver_mock.server import APIServer, ServerConfig
 from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
-from kse.cli.argtypes import positive_float as _positive_float
-from kse.cli.argtypes import positive_int as _positive_int
-from kse.cli.logging_args import add_log_level_flag, setup_logging
 from kse.config import ConnectionFile
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
+from kse.flags.argtypes import positive_float as _positive_float
+from kse.flags.argtypes import positive_int as _positive_int
+from kse.flags.logging_args import add_log_level_flag, setup_logging
 
 log = logging.getLogger("apiserver_mock")
 

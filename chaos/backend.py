@@ -3,7 +3,7 @@
 The nemesis (`chaos.nemesis`) decides *what* to break and *when*; a backend says *how* for one kind
 of deployment. Two implementations exist:
 
-- `chaos.local_backend.LocalBackend`: processes on this host, either a `kse.up.Cluster` the run
+- `chaos.local_backend.LocalBackend`: processes on this host, either a `harness.up.Cluster` the run
   started itself or a running `kse up` found through `<data_dir>/run/cluster.json` (attached).
 - `chaos.docker_backend.DockerBackend`: the containers of the compose deployment (found by their
   `com.docker.compose.service` label).
@@ -50,7 +50,7 @@ class FaultBackend(Protocol):
     async def start(self, target: str) -> None: ...  # start a target stopped with restart=False; waits ready
 
     # Black-hole its link to the API server; or (mode "delay" / "loss") slow it or lose a fraction
-    # of its segments (chaos.proxy). A backend that cannot do a mode raises BackendError.
+    # of its segments (harness.proxy). A backend that cannot do a mode raises BackendError.
     async def partition(
         self, replica: str, mode: str = "blackhole", *, delay: float = 0.0, loss: float = 0.0
     ) -> None: ...

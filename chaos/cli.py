@@ -103,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.short:
         scenario = scenario.short()
-    logging.getLogger("kse.up.supervisor").setLevel(logging.ERROR)
+    logging.getLogger("harness.up.supervisor").setLevel(logging.ERROR)
 
     async def go() -> object:
         task = asyncio.current_task()

@@ -1,7 +1,7 @@
 """`kse bench failover`: how long the scheduler is leaderless when its leader fails, and whether
 anything unsafe got through meanwhile.
 
-One run starts a `kse up` cluster (`kse.up.Cluster`: etcd, the API server with fencing on and an
+One run starts a `kse up` cluster (`harness.up.Cluster`: etcd, the API server with fencing on and an
 audit log, 3 scheduler replicas electing a leader, nodesim, a steady workload with churn) under a
 temp dir, then runs `trials` trials, each:
 
@@ -64,13 +64,13 @@ from chaos.failover_report import (
     write_compare_report,
     write_report,
 )
-from kse.cli.argtypes import positive_int as _positive_int
+from kse.flags.argtypes import positive_int as _positive_int
 
 if TYPE_CHECKING:
     from chaos.checker.failover import FailoverEvent
     from chaos.history import FaultRecord, History
+    from harness.up import Cluster, ElectionPlan, Replica
     from kse.audit import AuditRecord
-    from kse.up import Cluster, ElectionPlan, Replica
     from proto import kse_pb2 as pb
 
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -149,7 +149,7 @@ class FailoverBenchConfig:
         return out
 
     def election_plan(self) -> ElectionPlan:
-        from kse.up import ElectionPlan
+        from harness.up import ElectionPlan
 
         return ElectionPlan(
             strategy=self.election,
@@ -354,7 +354,7 @@ _BUCKET = re.compile(r'^(etcd_disk_wal_fsync_duration_seconds|etcd_disk_backend_
 async def _etcd_histograms(cluster: Cluster) -> dict[str, dict[float, float]] | None:
     """etcd's WAL fsync and backend commit latency histograms (cumulative buckets) from its
     /metrics, over the same mTLS the API server uses; None if unreachable."""
-    from kse.procs.etcd import EtcdServerTLS
+    from harness.procs.etcd import EtcdServerTLS
 
     members = cluster.etcd_members
     if not members or cluster.pki is None:
@@ -641,10 +641,10 @@ async def _run_with_history(
     write_report_now: bool = True,
 ) -> tuple[dict[str, Any], History | None]:
     from chaos.history import FAULTS_FILE, SNAPSHOT_FILE, History, write_snapshot
+    from harness.bench.common import CpuMeter, work_dir
+    from harness.up import BackoffPolicy, Cluster, ClusterPlan, UpError
     from kse.audit import read_audit_log
-    from kse.bench.common import CpuMeter, work_dir
     from kse.client.errors import ApiError
-    from kse.up import BackoffPolicy, Cluster, ClusterPlan, UpError
 
     problems = cfg.problems()
     if problems:
@@ -755,7 +755,7 @@ async def _probe(
 
 def _sched_cpu(cluster: Cluster) -> float:
     """CPU seconds of the scheduler replicas' current processes (restarts lose the dead ones' share)."""
-    from kse.bench.common import process_cpu_seconds
+    from harness.bench.common import process_cpu_seconds
 
     total = 0.0
     for r in cluster.replicas:
@@ -1177,10 +1177,10 @@ def _config(args: argparse.Namespace) -> FailoverBenchConfig:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from kse.up import UpError
+    from harness.up import UpError
 
     # The cluster's progress lines already say when a replica exited and was restarted.
-    logging.getLogger("kse.up.supervisor").setLevel(logging.ERROR)
+    logging.getLogger("harness.up.supervisor").setLevel(logging.ERROR)
     try:
         cfg = _config(args)
         problems = cfg.problems()

@@ -2,7 +2,7 @@
 
 Two ways in:
 
-- `LocalBackend(cluster)`: over a `kse.up.Cluster` this process started (what `kse chaos run` does
+- `LocalBackend(cluster)`: over a `harness.up.Cluster` this process started (what `kse chaos run` does
   on a fresh cluster). Everything is possible: a replica killed with `restart=False` stays down (its
   supervisor holds it) until `start()`; a killed API server or etcd member is started again by this
   backend (at once with `restart=True`, on `start()` otherwise); partitions go through the
@@ -38,9 +38,9 @@ from chaos.backend import BackendError
 from kse.fileio import write_atomic
 
 if TYPE_CHECKING:
-    from chaos.proxy import PartitionProxy
-    from kse.procs.launcher import ManagedProcess
-    from kse.up import Cluster, Replica
+    from harness.procs.launcher import ManagedProcess
+    from harness.proxy import PartitionProxy
+    from harness.up import Cluster, Replica
 
 __all__ = [
     "CLUSTER_FILE",
@@ -51,7 +51,7 @@ __all__ = [
     "write_clock_skew",
 ]
 
-CLUSTER_FILE = "cluster.json"  # in <data_dir>/run/, written by `kse up` (see the contract in kse.up)
+CLUSTER_FILE = "cluster.json"  # in <data_dir>/run/, written by `kse up` (see the contract in harness.up)
 CLOCK_SKEW_FLAG = "--clock-skew-file"
 
 
@@ -77,7 +77,7 @@ def natural_key(name: str) -> tuple[str, int]:
 
 
 class LocalBackend:
-    """Faults on the processes of a `kse.up.Cluster` started by this process (see the module doc)."""
+    """Faults on the processes of a `harness.up.Cluster` started by this process (see the module doc)."""
 
     name = "local"
 
@@ -249,7 +249,7 @@ class LocalBackend:
 
 
 def _alive(pid: int) -> bool:
-    from kse.up.topology import pid_alive
+    from harness.up.topology import pid_alive
 
     return pid_alive(pid)
 

@@ -3,7 +3,7 @@ a running one.
 
 A fresh run, under a temp dir:
 
-1. start a `kse.up.Cluster` from the scenario's `cluster:` section (etcd members, the API server with
+1. start a `harness.up.Cluster` from the scenario's `cluster:` section (etcd members, the API server with
    fencing on and an audit log, the scheduler replicas electing a leader, nodesim, the workload),
    every client logging its failed RPCs (`ClusterPlan.rpc_error_logs`), each replica behind a
    partition proxy when the scenario partitions (`ClusterPlan.partition_proxies`), each replica
@@ -114,7 +114,7 @@ class RunOutcome:
 
 def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
     from chaos.local_backend import clock_skew_path
-    from kse.up import BackoffPolicy, ElectionPlan
+    from harness.up import BackoffPolicy, ElectionPlan
 
     c = s.cluster
     replica_args: dict[str, tuple[str, ...]] = {}
@@ -175,9 +175,9 @@ async def _run_fresh(
     scenario: Scenario, *, seed: int | None, keep: bool, say: Callable[[str], None]
 ) -> RunOutcome:
     from chaos.local_backend import LocalBackend, write_clock_skew
-    from kse.bench.common import work_dir
+    from harness.bench.common import work_dir
+    from harness.up import Cluster, ClusterPlan, UpError
     from kse.client.errors import ApiError
-    from kse.up import Cluster, ClusterPlan, UpError
 
     seed = scenario.seed if seed is None else seed
     schedule = scenario.schedule(seed)
@@ -236,7 +236,7 @@ async def _run_fresh(
 
 
 async def _need_clock_skew_flag() -> None:
-    from kse.up.topology import probe_features
+    from harness.up.topology import probe_features
 
     features = await probe_features()
     if CLOCK_SKEW_FLAG not in features.scheduler_flags:

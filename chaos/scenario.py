@@ -31,7 +31,7 @@ Faults (`chaos.nemesis`):
     stop        SIGSTOP for `duration` s, then SIGCONT
     restart     SIGTERM and start again (a replica at once, ready awaited; the API server or an etcd
                 member after `duration` s)
-    partition   a replica's link to the API server black-holed for `duration` s (`chaos.proxy`);
+    partition   a replica's link to the API server black-holed for `duration` s (`harness.proxy`);
                 `mode: delay` + `delay: S` holds every byte back S s instead, `mode: loss` +
                 `loss: P` loses a fraction P of the segments (each retransmitted after a timeout)
     rotate-leaf new key and certificate from the same CA for the target's identity (`certs.rotation`):
@@ -154,7 +154,7 @@ class FaultSpec:
     rate: float | None = None
     heal_after: float | None = None
     # partition's: "blackhole" (default), "delay" (every byte `delay` s late) or "loss" (a fraction
-    # `loss` of the segments lost and retransmitted, see chaos.proxy)
+    # `loss` of the segments lost and retransmitted, see harness.proxy)
     mode: str | None = None
     delay: float | None = None
     loss: float | None = None

@@ -27,16 +27,16 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kse.cli.argtypes import non_negative_float, non_negative_int, positive_int
-from kse.cli.connection_args import (
+from kse.config import ConnectionFile
+from kse.fileio import write_atomic
+from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
+from kse.flags.connection_args import (
     add_connection_flags,
     connection_from_args,
     connection_source,
     rpc_error_log_from_args,
 )
-from kse.cli.logging_args import add_log_level_flag, setup_logging
-from kse.config import ConnectionFile
-from kse.fileio import write_atomic
+from kse.flags.logging_args import add_log_level_flag, setup_logging
 
 if TYPE_CHECKING:
     from kse.client.clientset import ChannelSource

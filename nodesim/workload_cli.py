@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kse.cli.logging_args import add_log_level_flag
 from kse.config import ConnectionFile
 from kse.fileio import write_atomic
+from kse.flags.logging_args import add_log_level_flag
 from nodesim.cli import (
     add_connection_flags,
     client_channel,

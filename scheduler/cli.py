@@ -63,22 +63,18 @@ from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kse.cli.argtypes import non_negative_float
-from kse.cli.argtypes import positive_int as _positive_int
-from kse.cli.connection_args import (
+from kse.config import ConnectionFile
+from kse.fileio import write_atomic
+from kse.flags.argtypes import non_negative_float
+from kse.flags.argtypes import positive_int as _positive_int
+from kse.flags.connection_args import (
     add_connection_flags,
     connection_from_args,
     connection_source,
     rpc_error_log_from_args,
 )
-from kse.cli.logging_args import add_log_level_flag, setup_logging
-from kse.config import ConnectionFile
-from kse.fileio import write_atomic
-from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
-from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
-from scheduler.cache.cache import DEFAULT_ASSUMED_POD_TTL
-from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT
-from scheduler.leaderelection import (
+from kse.flags.logging_args import add_log_level_flag, setup_logging
+from kse.leaderelection import (
     Clock,
     LeaderElectionConfig,
     LeaderElectionConfigError,
@@ -87,12 +83,16 @@ from scheduler.leaderelection import (
     Strategy,
     default_identity,
 )
+from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
+from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
+from scheduler.cache.cache import DEFAULT_ASSUMED_POD_TTL
+from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT
 from scheduler.scheduler import DEFAULT_MAX_BINDS_IN_FLIGHT
 
 if TYPE_CHECKING:
     from kse.client.clientset import Clientset
+    from kse.leaderelection import LeaderElector
     from proto import kse_pb2 as pb
-    from scheduler.leaderelection import LeaderElector
     from scheduler.metrics import SchedulerMetrics
     from scheduler.scheduler import Scheduler
     from scheduler.server import Check
@@ -370,7 +370,7 @@ def leader_election_config(
 def election_clock(args: argparse.Namespace) -> Clock:
     """The clock of leader election and the scheduler: the real one, or skewed (--clock-skew, or
     --clock-skew-file: a `SkewFileClock`, whose file watch the caller starts)."""
-    from scheduler.leaderelection.clock import SkewFileClock
+    from kse.leaderelection.clock import SkewFileClock
 
     skew_file: Path | None = getattr(args, "clock_skew_file", None)
     if skew_file is not None:
@@ -413,7 +413,7 @@ async def serve(
         )
         return cs
 
-    from scheduler.leaderelection.clock import SkewFileClock
+    from kse.leaderelection.clock import SkewFileClock
 
     errors = rpc_error_log_from_args(args)
     # Both connections follow the credential files: a rotated pair or CA bundle swaps channels
@@ -506,7 +506,7 @@ def new_elector(
     """The replica's elector, wired to the scheduler: a term runs `sched.lead(term)` and its end
     calls `sched.stop_leading()` first; writes carry the term's fence token; a write refused as
     fenced ends the term at once. Transitions are logged and exported."""
-    from scheduler.leaderelection import ClientsetLeaseClient, LeaderCallbacks, LeaderElector, LeaderTerm
+    from kse.leaderelection import ClientsetLeaseClient, LeaderCallbacks, LeaderElector, LeaderTerm
 
     elector: LeaderElector
 

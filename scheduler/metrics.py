@@ -21,7 +21,7 @@ same loop, so no locks are needed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -429,79 +429,3 @@ class SchedulerMetrics:
 
     def expose(self) -> str:
         return self.registry.expose()
-
-
-def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Parse the text format back into name -> [(labels, value)] (tests and the e2e bench)."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        name, brace, rest = head.partition("{")
-        labels: dict[str, str] = {}
-        if brace:
-            body = rest[:-1]
-            for part in _split_labels(body):
-                k, _, v = part.partition("=")
-                labels[k] = v[1:-1].replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
-        out.setdefault(name, []).append((labels, float(value)))
-    return out
-
-
-def _split_labels(body: str) -> Iterable[str]:
-    part, quoted, escaped = [], False, False
-    for ch in body:
-        if escaped:
-            part.append(ch)
-            escaped = False
-            continue
-        if ch == "\\":
-            part.append(ch)
-            escaped = True
-            continue
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            yield "".join(part)
-            part = []
-            continue
-        part.append(ch)
-    if part:
-        yield "".join(part)
-
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def sample_sum(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of the samples of `name` whose labels include `labels`."""
-    return sum(v for lbl, v in samples.get(name, []) if all(lbl.get(k) == x for k, x in labels.items()))
-
-
-def histogram_quantile(q: float, samples: Samples, name: str, **labels: str) -> float:
-    """Prometheus' histogram_quantile over the `<name>_bucket` series matching `labels` (summed
-    across the other labels): linear interpolation inside the bucket; NaN without observations."""
-    buckets: dict[float, float] = {}
-    for lbl, value in samples.get(f"{name}_bucket", []):
-        if all(lbl.get(k) == x for k, x in labels.items()):
-            le = float(lbl["le"])
-            buckets[le] = buckets.get(le, 0.0) + value
-    if not buckets:
-        return math.nan
-    bounds = sorted(buckets)
-    total = buckets[bounds[-1]]
-    if total == 0:
-        return math.nan
-    rank = q * total
-    prev_bound, prev_count = 0.0, 0.0
-    for bound in bounds:
-        count = buckets[bound]
-        if count >= rank:
-            if math.isinf(bound):
-                return prev_bound  # in the +Inf bucket: the highest finite bound, as Prometheus
-            if count == prev_count:
-                return bound
-            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
-        prev_bound, prev_count = bound, count
-    return prev_bound

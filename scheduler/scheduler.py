@@ -28,7 +28,7 @@ A bind the API server refuses because the pod is already bound, was deleted or w
 informer to reach the revision of that answer, so the failure handling sees the truth and drops
 the pod instead of requeueing it.
 
-Leader election (``scheduler.leaderelection``) gates only the loop. Every replica keeps warm
+Leader election (``kse.leaderelection``) gates only the loop. Every replica keeps warm
 informers, cache and queue from the start (``run(leader_elected=True)``); the elector calls
 ``lead(term)`` when a term begins and ``stop_leading()`` the moment it ends, then cancels ``lead``.
 
@@ -67,6 +67,7 @@ from typing import Any
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.client.informer import Informer, InformerFactory
+from kse.leaderelection import LeaderTerm
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
     AlgorithmState,
@@ -98,7 +99,6 @@ from scheduler.framework.interface import PluginFactory
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
 from scheduler.framework.types import Code, PodInfo, QueuedPodInfo, Status
-from scheduler.leaderelection import LeaderTerm
 from scheduler.metrics import SchedulerMetrics, attempts_label
 from scheduler.profile import new_profiles
 from scheduler.queue.scheduling_queue import (

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from urllib.parse import parse_qs, urlsplit
 
+from kse.scrape import parse_address
 from scheduler.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
@@ -32,15 +33,6 @@ _REASONS = {
     405: "Method Not Allowed",
     500: "Internal Server Error",
 }
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """HOST:PORT (IPv6 as [::1]:PORT); port 0 picks a free port. ValueError if malformed."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"expected HOST:PORT (port 0 picks a free one), got {text!r}")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
 
 
 def ping() -> tuple[bool, str]:
@@ -168,24 +160,3 @@ class HealthServer:
         if verbose:
             return 200, "\n".join(lines) + f"\n{endpoint} check passed\n", "text/plain; charset=utf-8"
         return 200, "ok", "text/plain; charset=utf-8"
-
-
-async def http_get(address: str, path: str, within: float = 10.0) -> tuple[int, str]:
-    """GET http://address/path: (status, body). A tiny client for the endpoints above (tests,
-    benchmarks); raises OSError, or TimeoutError when no answer comes `within` seconds."""
-    host, port = parse_address(address)
-    async with asyncio.timeout(within):
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n".encode())
-            await writer.drain()
-            data = await reader.read()
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split(b" ")
-    if len(status_line) < 2 or not status_line[1].isdigit():
-        raise OSError(f"malformed HTTP response from {address}: {head[:80]!r}")
-    return int(status_line[1]), body.decode("utf-8", "replace")

@@ -266,7 +266,7 @@ def format_table(result: WhatIfResult) -> str:
     """A row per node, a column per Score plugin (its score before weight; "-" when the node
     did not pass), FILTER (PASS, or the rejecting plugin and reasons) and TOTAL; the selected
     node is marked with "*"."""
-    from kse.cli.printers import render_table
+    from kse.printers import render_table
 
     header = ["", "NODE", "FILTER"]
     header += [f"{p} (x{result.weights.get(p, 1)})" for p in result.score_plugins]

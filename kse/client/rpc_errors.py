@@ -3,14 +3,14 @@
 The chaos checker needs the client's view of failures ("no failed RPC caused by a rotation"): the
 API server's audit log only sees requests that reached it, not handshakes refused, connections
 reset or deadlines that ran out on the way. So each client process (scheduler replica, nodesim,
-workload) may append one `chaos.history.RpcErrorRecord` JSON line per failed call:
+workload) may append one `kse.records.RpcErrorRecord` JSON line per failed call:
 
     interceptors = rpc_error_interceptors(Path("run/rpc-errors-scheduler-1.jsonl"))
     source = channel_source_from_connection(conn, interceptors=interceptors)   # every channel it builds
 
 What counts as failed: a unary call or a server stream (a watch) that ended with any status but OK,
 application codes included (ABORTED, NOT_FOUND, ...: the checker filters those by
-`chaos.history.APPLICATION_CODES`), except
+`kse.records.APPLICATION_CODES`), except
 
 * CANCELLED that we caused ourselves: the call was cancelled locally (its task was cancelled, the
   stream was closed by its reader, or its channel was closed under it by a credential swap or at
@@ -179,7 +179,7 @@ class RpcErrorLog:
     """An `RpcErrorRecorder` on a file plus the interceptor feeding it; close it at exit."""
 
     def __init__(self, path: Path | str, client: str | None = None) -> None:
-        from chaos.history import RpcErrorRecorder
+        from kse.records import RpcErrorRecorder
 
         self.path = Path(path)
         self.client = client or client_name_for(self.path)

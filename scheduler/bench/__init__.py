@@ -32,8 +32,9 @@ def _positive(text: str) -> int:
     return value
 
 
-def register_throughput(sub: SubParsers) -> None:
-    """Add `kse bench throughput` (upstream scheduler_perf SchedulingBasic)."""
+def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
+    """Add `kse bench throughput` (upstream scheduler_perf SchedulingBasic); returns its parser, whose
+    `--e2e` the CLI routes to the harness."""
     p = sub.add_parser(
         "throughput",
         help="scheduling throughput, as scheduler_perf SchedulingBasic (pods/s, attempt latency)",
@@ -63,6 +64,7 @@ def register_throughput(sub: SubParsers) -> None:
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of a table")
     p.set_defaults(func=_run_throughput)
+    return p
 
 
 def _run_throughput(args: argparse.Namespace) -> int:

@@ -14,15 +14,14 @@ attempt at a time, the binding cycle awaited inline: no API server, so nothing t
 Reported: `pods_per_s` (measured pods over the wall time from the first measured pop to the last
 measured bind) and the per-attempt latency (pop to bound) percentiles.
 
-`--e2e` (etcd, API server, `kse scheduler` process) is `scheduler.bench.e2e`, reached through
-`run_e2e`.
+`--e2e` (etcd, API server, `kse scheduler` process) is `harness.bench.scheduler_e2e`: the CLI
+dispatches to it, since the scheduler does not drive clusters.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import random
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from kse.objects.synthetic import THROUGHPUT_JSON_KEYS, make_nodes, make_pods
 from proto import kse_pb2 as pb
 from scheduler.algorithm import AlgorithmState, FitError, NoNodesAvailableError, SchedulingError, schedule_pod
 from scheduler.cache.cache import Cache
@@ -40,10 +40,6 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, PodInfo, QueuedPodInfo
 from scheduler.profile import load_scheduler_config, new_framework
 from scheduler.queue.scheduling_queue import PriorityQueue
-
-NODE_ALLOCATABLE = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-POD_REQUESTS = {"cpu": "100m", "memory": "500Mi"}
-POD_IMAGE = "registry.k8s.io/pause:3.10"
 
 
 @dataclass
@@ -56,40 +52,6 @@ class Config:
 
 
 # ------------------------------------------------------------------------------------ workload
-
-
-def make_nodes(count: int) -> list[pb.Node]:
-    """scheduler_perf's node-default.yaml: capacity 4 CPU / 32Gi / 110 pods, Ready (the API
-    server defaults allocatable to capacity)."""
-    nodes = []
-    for i in range(count):
-        node = pb.Node(api_version="v1", kind="Node")
-        node.metadata.name = f"scheduler-perf-{i:05d}"
-        node.metadata.uid = f"node-uid-{i}"
-        node.metadata.labels["kubernetes.io/hostname"] = node.metadata.name
-        node.status.capacity.update(NODE_ALLOCATABLE)
-        node.status.allocatable.update(NODE_ALLOCATABLE)
-        node.status.conditions.add(type="Ready", status="True")
-        node.status.phase = "Running"
-        nodes.append(node)
-    return nodes
-
-
-def make_pods(prefix: str, count: int, namespace: str = "default") -> list[pb.Pod]:
-    """scheduler_perf's pod-default.yaml: one pause container requesting 100m / 500Mi."""
-    template = pb.Pod(api_version="v1", kind="Pod")
-    template.metadata.namespace = namespace
-    c = template.spec.containers.add(name="pause", image=POD_IMAGE)
-    c.resources.requests.update(POD_REQUESTS)
-    template.spec.scheduler_name = "default-scheduler"
-    pods = []
-    for i in range(count):
-        pod = pb.Pod()
-        pod.CopyFrom(template)
-        pod.metadata.name = f"{prefix}-{i}"
-        pod.metadata.uid = f"{prefix}-uid-{i}"
-        pods.append(pod)
-    return pods
 
 
 class CacheBinder:
@@ -251,22 +213,9 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
     }
 
 
-def run_e2e(args: argparse.Namespace) -> int:
-    """`kse bench throughput --e2e`: the same workload through etcd, the API server and a
-    `kse scheduler` process, with the same JSON keys and "mode": "e2e". Implemented by the
-    scheduler-process work in `scheduler.bench.e2e`; NotImplementedError until it is there."""
-    try:
-        e2e = importlib.import_module("scheduler.bench.e2e")
-    except ModuleNotFoundError as e:
-        if e.name != "scheduler.bench.e2e":
-            raise
-        raise NotImplementedError("kse bench throughput --e2e is not implemented yet") from None
-    return int(e2e.run_e2e(args))
-
-
 # ------------------------------------------------------------------------------------ CLI
 
-JSON_KEYS = ("mode", "nodes", "pods", "pods_per_s", "attempt_ms_p50", "attempt_ms_p99")
+JSON_KEYS = THROUGHPUT_JSON_KEYS
 
 
 def print_report(result: dict[str, Any], as_json: bool) -> None:
@@ -290,12 +239,6 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.e2e:
-        try:
-            return run_e2e(args)
-        except NotImplementedError as e:
-            print(f"kse bench throughput: {e}", file=sys.stderr)
-            return 2
     cfg = Config(
         nodes=args.nodes, init_pods=args.init_pods, pods=args.pods, seed=args.seed, batch=not args.scalar
     )

@@ -1,6 +1,6 @@
 """`kse chaos run --attach`: a scenario against a cluster the run did not start.
 
-The test starts a `kse.up.Cluster` itself (in this process: it writes run/cluster.json as `kse up`
+The test starts a `harness.up.Cluster` itself (in this process: it writes run/cluster.json as `kse up`
 does, and its supervisor restarts what dies), then runs a one-fault scenario (kill the leader)
 attached to its data dir with the local backend: the fault goes by pid, the running cluster's
 supervisor restarts the killed replica, a standby takes over, and the history (the cluster's own
@@ -17,7 +17,7 @@ import pytest
 
 from chaos.runner import run_scenario
 from chaos.scenario import parse_scenario
-from kse.up import BackoffPolicy, Cluster, ClusterPlan, ElectionPlan
+from harness.up import BackoffPolicy, Cluster, ClusterPlan, ElectionPlan
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration, pytest.mark.timeout(120)]
 

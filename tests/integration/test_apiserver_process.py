@@ -97,7 +97,7 @@ def test_bad_flags_exit_2():
 
 
 async def test_unreachable_etcd_exits_1(pki, tmp_path):
-    from kse.procs.ports import free_port
+    from harness.procs.ports import free_port
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kse.bench.apiserver import METRICS, rows
-from kse.bench.common import format_table
+from harness.bench.apiserver import METRICS, rows
+from harness.bench.common import format_table
 
 pytestmark = pytest.mark.integration
 

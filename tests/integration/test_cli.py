@@ -265,7 +265,7 @@ async def test_get_watch_prints_rows_until_interrupted(apiserver: ApiServer, con
 
 
 def test_split_documents_like_kubectl() -> None:
-    from kse.cli.resources_cmd import split_documents
+    from cli.resources_cmd import split_documents
 
     text = "a: 1\n---\n---\nb: 2\n--- # comment\nc: 3\n---x: not a separator\n"
     assert split_documents(text) == [(1, "a: 1\n"), (3, "b: 2\n"), (4, "c: 3\n---x: not a separator\n")]
@@ -274,7 +274,7 @@ def test_split_documents_like_kubectl() -> None:
 
 
 def test_merge_onto_keeps_server_fields_and_detects_no_change() -> None:
-    from kse.cli.resources_cmd import merge_onto
+    from cli.resources_cmd import merge_onto
 
     live = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="default", uid="u1", resource_version="7",
                                          labels={"app": "web"}))

@@ -18,9 +18,9 @@ from typing import IO
 import pytest
 
 from certs.layout import PKI
+from harness.procs.ports import free_ports
 from kse.config import ConnectionFile
 from kse.etcdclient import EtcdClient, EtcdError, EtcdTLS
-from kse.procs.ports import free_ports
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 
 from certs.layout import APISERVER_ETCD_CLIENT, PKI
+from harness.procs.etcd import EtcdCluster, EtcdProcess, EtcdServerTLS
 from kse.client.clientset import NO_RETRY, Clientset
 from kse.client.informer import HistoryRecord, Informer
 from kse.client.reflector import Backoff
-from kse.procs.etcd import EtcdCluster, EtcdProcess, EtcdServerTLS
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer, start_apiserver
 from tests.fixtures.etcd import EtcdFactory

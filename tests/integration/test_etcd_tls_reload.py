@@ -27,13 +27,13 @@ from cryptography import x509
 from certs.layout import APISERVER_ETCD_CLIENT, PKI, CertPaths
 from certs.pki import init_pki, issue_leaf, load_pair
 from certs.rotation import rotate, rotate_ca_add, rotate_ca_remove, rotate_ca_switch
+from harness.procs.etcd import EtcdCluster, EtcdServerTLS
 from kse.client.channel import channel_source_from_connection
 from kse.client.clientset import Clientset
 from kse.client.credentials import ReloadingChannelSource
 from kse.client.informer import HistoryRecord, Informer
 from kse.client.reflector import Backoff
 from kse.etcdclient import EtcdClient, prefix_range_end
-from kse.procs.etcd import EtcdCluster, EtcdServerTLS
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer, start_apiserver
 from tests.fixtures.etcd import EtcdFactory

@@ -23,6 +23,8 @@ import grpc
 import pytest
 
 from certs.layout import PKI
+from harness.procs.etcd import EtcdCluster, EtcdServerTLS, find_etcd_binary
+from harness.procs.ports import free_port
 from kse.etcdclient import (
     CompactedError,
     Compare,
@@ -41,8 +43,6 @@ from kse.etcdclient import (
     prefix_range_end,
     progress_request_is_ordered,
 )
-from kse.procs.etcd import EtcdCluster, EtcdServerTLS, find_etcd_binary
-from kse.procs.ports import free_port
 from tests.fixtures.etcd import EtcdFactory
 
 pytestmark = pytest.mark.integration

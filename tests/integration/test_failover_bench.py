@@ -198,7 +198,7 @@ def test_register_adds_failover_to_kse_bench_and_the_import_stays_light() -> Non
     # `kse bench` imports the module to build its parser: no grpc, protobuf, cluster or checker then.
     probe = (
         "import sys, chaos.failover_bench; "
-        "print([m for m in ('grpc', 'google.protobuf', 'kse.up', 'chaos.checker') if m in sys.modules])"
+        "print([m for m in ('grpc', 'google.protobuf', 'harness.up', 'chaos.checker') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

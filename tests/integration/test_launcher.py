@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kse.procs.apiserver import ApiServerProcess
-from kse.procs.launcher import (
+from harness.procs.apiserver import ApiServerProcess
+from harness.procs.launcher import (
     Launcher,
     LaunchError,
     ManagedProcess,

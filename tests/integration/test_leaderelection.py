@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from kse.client.clientset import Clientset
-from proto import kse_pb2 as pb
-from scheduler.leaderelection import (
+from kse.leaderelection import (
     ClientsetLeaseClient,
     LeaderCallbacks,
     LeaderElectionConfig,
@@ -29,6 +28,7 @@ from scheduler.leaderelection import (
     LeaderTerm,
     Strategy,
 )
+from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer
 from tests.fixtures.polling import until
 

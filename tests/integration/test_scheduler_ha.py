@@ -36,9 +36,8 @@ from chaos.history import History
 from kse.audit import read_audit_log
 from kse.client.clientset import Clientset
 from kse.client.errors import NotFoundError
+from kse.scrape import http_get, parse_exposition
 from proto import kse_pb2 as pb
-from scheduler.metrics import parse_exposition
-from scheduler.server import http_get
 from tests.fixtures import polling
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from kse.client.clientset import Clientset
+from kse.leaderelection import LeaderTerm
 from proto import kse_pb2 as pb
-from scheduler.leaderelection import LeaderTerm
 from scheduler.profile import load_scheduler_config
 from scheduler.scheduler import Scheduler, SchedulerOptions
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory

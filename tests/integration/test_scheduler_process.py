@@ -27,9 +27,8 @@ import pytest
 from certs.layout import PKI
 from kse.client.clientset import Clientset
 from kse.objects.podresources import pod_requests, resource_list_units
+from kse.scrape import http_get, parse_exposition
 from proto import kse_pb2 as pb
-from scheduler.metrics import parse_exposition
-from scheduler.server import http_get
 from tests.fixtures.apiserver import ApiServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from kse.procs.launcher import ManagedProcess
-from kse.up.status import Failover, LeaseHistory, LeaseObservation
-from kse.up.supervisor import BackoffPolicy, CrashLoopBackoff, RestartRecord, Supervisor
-from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, UpError, pid_alive
+from harness.procs.launcher import ManagedProcess
+from harness.up.status import Failover, LeaseHistory, LeaseObservation
+from harness.up.supervisor import BackoffPolicy, CrashLoopBackoff, RestartRecord, Supervisor
+from harness.up.topology import Cluster, ClusterPlan, ElectionPlan, UpError, pid_alive
 from tests.fixtures.polling import truthy
 from tests.fixtures.procs import procs_naming
 

@@ -28,9 +28,9 @@ from cryptography import x509
 
 from certs.layout import PKI
 from certs.pki import leaf_backdate, leaf_ttl
-from kse.cli.up_cmd import build_summary
-from kse.up.supervisor import BackoffPolicy
-from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, leaf_stems
+from cli.up_cmd import build_summary
+from harness.up.supervisor import BackoffPolicy
+from harness.up.topology import Cluster, ClusterPlan, ElectionPlan, leaf_stems
 from tests.fixtures.pki import served_certificate
 from tests.fixtures.polling import truthy
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from harness.up.supervisor import BackoffPolicy
+from harness.up.topology import Cluster, ClusterPlan, ElectionPlan, pid_alive, probe_features
 from kse.config import ConnectionFile
-from kse.up.supervisor import BackoffPolicy
-from kse.up.topology import Cluster, ClusterPlan, ElectionPlan, pid_alive, probe_features
 from tests.fixtures.polling import truthy
 
 RPC = "--rpc-error-log"

@@ -48,7 +48,7 @@ from certs.rotation import (
     rotation_deadline,
 )
 from certs.source import Credentials, FileCredentialSource
-from kse.cli.main import main as kse_main
+from cli.main import main as kse_main
 from kse.client.channel import channel_source_from_connection
 from kse.client.clientset import Clientset
 from kse.client.credentials import ClientCredentialsError, ReloadingChannelSource

@@ -33,8 +33,8 @@ from certs.pki import (
     make_ca,
     rotate_leaf,
 )
-from kse.cli.certs_cmd import parse_duration
-from kse.cli.main import main
+from cli.certs_cmd import parse_duration
+from cli.main import main
 from tests.fixtures.pki import expired_client
 
 # stem -> (CN, O) for the session fixture (nodes node-a, node-b).

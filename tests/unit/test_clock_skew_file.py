@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.leaderelection.clock import FakeClock, SkewFileClock, SkewFileError, read_skew_file
+from kse.leaderelection.clock import SkewFileClock, SkewFileError, read_skew_file
+from tests.fixtures.leaderelection import FakeClock
 from tests.fixtures.polling import until
 
 

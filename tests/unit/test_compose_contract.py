@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import io
 import re
 from collections.abc import Iterator
@@ -22,8 +21,8 @@ import pytest
 import yaml
 from cryptography import x509
 
-from kse.cli import main as kse_main
-from kse.cli.etcd_member_cmd import MemberTLS, parse_initial_cluster
+from cli import main as kse_main
+from cli.etcd_member_cmd import MemberTLS, parse_initial_cluster
 from kse.config import ConnectionFile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +94,7 @@ def parse_kse(argv: list[str]) -> argparse.Namespace:
     argv = list(argv)
     assert argv, "empty command"
     if argv[0] in kse_main.COMPONENTS:
-        module = importlib.import_module(kse_main.COMPONENTS[argv[0]][0])
+        module = kse_main.COMPONENTS[argv[0]].module()
         parser = module.build_parser()
         rest = argv[1:]
     else:

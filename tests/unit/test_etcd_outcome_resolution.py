@@ -21,8 +21,8 @@ import pytest
 
 from apiserver_mock.fencing import Guard
 from apiserver_mock.storage import Store, WriteResult
+from harness.procs.etcd import EtcdCluster
 from kse.etcdclient import Compare, EtcdClient, EtcdOutcomeUnknownError, KeyValue
-from kse.procs.etcd import EtcdCluster
 from tests.fixtures.etcd import EtcdFactory
 
 pytestmark = pytest.mark.timeout(60)

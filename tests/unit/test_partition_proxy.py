@@ -1,4 +1,4 @@
-"""`chaos.proxy.PartitionProxy` against a local echo server: forwards, black-holes open and new
+"""`harness.proxy.PartitionProxy` against a local echo server: forwards, black-holes open and new
 connections while partitioned (nothing refused, nothing answered), and after `heal` drops the
 black-holed connections and forwards new ones; delays and loses segments without breaking or
 reordering the stream."""
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from chaos.proxy import RTO_S, PartitionProxy
+from harness.proxy import RTO_S, PartitionProxy
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from kse.cli import printers
-from kse.cli.printers import TableWriter, age, format_objects, human_duration, parse_time, render_table
+from kse import printers
 from kse.objects.kinds import BY_RESOURCE
+from kse.printers import TableWriter, age, format_objects, human_duration, parse_time, render_table
 from proto import kse_pb2 as pb
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)

@@ -170,7 +170,7 @@ async def test_streams_failures_recorded_but_connection_age_ends_are_not(tmp_pat
 
 
 async def test_refused_connection_is_recorded_for_unary_and_stream(tmp_path: Path) -> None:
-    from kse.procs.ports import free_port
+    from harness.procs.ports import free_port
 
     seen: list[tuple[str, str]] = []
     interceptors = rpc_error_interceptors(lambda m, c, d: seen.append((m, getattr(c, "name", str(c)))))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kse.cli import up_cmd
-from kse.up.topology import MIN_CERT_TTL, ClusterPlan, Features
+from cli import up_cmd
+from harness.up.topology import MIN_CERT_TTL, ClusterPlan, Features
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RPC = "--rpc-error-log"

@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from kse.leaderelection import (
+    LeaderElectionConfig,
+    LeaderElectionConfigError,
+    RealClock,
+    SkewedClock,
+    Strategy,
+)
 from scheduler.apis.config import KubeSchedulerConfiguration
 from scheduler.cli import (
     build_parser,
@@ -16,13 +23,6 @@ from scheduler.cli import (
     main,
     resolve_leader_elect,
     resolve_leader_election,
-)
-from scheduler.leaderelection import (
-    LeaderElectionConfig,
-    LeaderElectionConfigError,
-    RealClock,
-    SkewedClock,
-    Strategy,
 )
 from scheduler.profile import load_scheduler_config
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from kse.client.errors import FencedError, NotFoundError
+from kse.scrape import histogram_quantile, http_get, parse_exposition, sample_sum
 from proto import kse_pb2 as pb
 from scheduler.cache.cache import Cache
 from scheduler.eventhandlers import EventHandlers, node_scheduling_properties_change
@@ -21,12 +22,9 @@ from scheduler.metrics import (
     SchedulerMetrics,
     exponential_buckets,
     format_value,
-    histogram_quantile,
-    parse_exposition,
-    sample_sum,
 )
 from scheduler.queue.scheduling_queue import PriorityQueue
-from scheduler.server import HealthServer, http_get
+from scheduler.server import HealthServer
 from scheduler.status import PodStatusUpdater, unschedulable, update_pod_condition
 
 # ---------------------------------------------------------------- metrics

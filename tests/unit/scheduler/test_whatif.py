@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kse.cli.main import main as kse_main
+from cli.main import main as kse_main
 from scheduler.whatif import WhatIfError, format_table, what_if_files
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "shared" / "k8s-examples"

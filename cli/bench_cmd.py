@@ -1,0 +1,191 @@
+"""`kse bench ...`: benchmarks that start what they measure, print a table (or one JSON object with
+`--json`) on stdout, progress on stderr, and leave no process or temp dir behind.
+
+Each benchmark is one `_add_<name>(sub)` function in `BENCHMARKS`: it adds its subparser and flags
+and sets `func`. The benchmark's module is imported only when it runs, so `kse --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from kse.flags.argtypes import positive_float as _positive_float
+from kse.flags.argtypes import positive_int as _positive_int
+
+if TYPE_CHECKING:
+    SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _procs(text: str) -> int | None:
+    return None if text == "auto" else _positive_int(text)
+
+
+def _common_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object on stdout instead of a table"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temp dir (data, certs, logs) and say where"
+    )
+
+
+# ---------------------------------------------------------------------- apiserver
+
+
+def _add_apiserver(sub: SubParsers) -> None:
+    from harness.bench.config import ApiServerBenchConfig
+
+    d = ApiServerBenchConfig()
+
+    p = sub.add_parser(
+        "apiserver",
+        help="etcd CAS ceiling vs. binds through the API server, and watch delivery latency",
+        description="Starts its own etcd (1 member, fsync on) and one API server under a temp dir, then "
+        "measures (a) etcd CAS txns/s from Python, (b) binds/s through the API server, (c) watch "
+        "delivery latency at a steady write rate.",
+    )
+    p.add_argument(
+        "--duration",
+        type=_positive_float,
+        default=d.duration,
+        metavar="S",
+        help=f"seconds of the etcd phase and of the watch phase (default {d.duration:g})",
+    )
+    p.add_argument(
+        "--pods",
+        type=_positive_int,
+        default=d.pods,
+        metavar="N",
+        help=f"pods pre-created and then bound (default {d.pods})",
+    )
+    p.add_argument(
+        "--inflight",
+        type=_positive_int,
+        default=d.inflight,
+        metavar="N",
+        help=f"concurrent calls in the etcd and bind phases (default {d.inflight})",
+    )
+    p.add_argument(
+        "--watchers",
+        type=_positive_int,
+        default=d.watchers,
+        metavar="N",
+        help=f"watching clients in the watch phase (default {d.watchers})",
+    )
+    p.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=d.rate,
+        metavar="W",
+        help=f"writes per second in the watch phase (default {d.rate:g})",
+    )
+    p.add_argument(
+        "--client-procs",
+        type=_procs,
+        default=d.client_procs,
+        metavar="N|auto",
+        help="processes generating the etcd and bind load, inflight split among them (default auto: "
+        "one, and a phase whose client process saturates a core is repeated with two)",
+    )
+    _common_flags(p)
+    p.set_defaults(func=_run_apiserver)
+
+
+def _run_apiserver(args: argparse.Namespace) -> int:
+    from harness.bench import apiserver
+
+    try:
+        cfg = apiserver.Config(
+            duration=args.duration,
+            pods=args.pods,
+            inflight=args.inflight,
+            watchers=args.watchers,
+            rate=args.rate,
+            client_procs=args.client_procs,
+            keep=args.keep,
+        )
+    except ValueError as e:
+        print(f"kse bench apiserver: error: {e}", file=sys.stderr)
+        return 2
+    return _run(lambda: apiserver.run(cfg), lambda r: apiserver.print_report(r, args.json), "apiserver")
+
+
+# ---------------------------------------------------------------------- plumbing
+
+
+def _add_throughput(sub: SubParsers) -> None:
+    """`kse bench throughput`: its flags are the scheduler's; `--e2e` runs the cluster version, which
+    drives processes and so lives in the harness, not in the scheduler."""
+    from scheduler.bench import register_throughput
+
+    register_throughput(sub).set_defaults(func=_run_throughput)
+
+
+def _run_throughput(args: argparse.Namespace) -> int:
+    if args.e2e:
+        from harness.bench.scheduler_e2e import run_e2e
+
+        return run_e2e(args)
+    from scheduler.bench.throughput import main
+
+    return main(args)
+
+
+def _add_failover(sub: SubParsers) -> None:
+    from chaos.failover_bench import register
+
+    register(sub)
+
+
+BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
+    _add_apiserver,
+    _add_throughput,
+    _add_failover,
+)
+
+
+def _run(
+    bench: Callable[[], Coroutine[Any, Any, dict[str, Any]]],
+    report: Callable[[dict[str, Any]], None],
+    name: str,
+) -> int:
+
+    async def main() -> dict[str, Any]:
+        # SIGTERM cancels the run like Ctrl-C does, so the launcher still stops every child process.
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await bench()
+
+    try:
+        result = asyncio.run(main())
+    except KeyboardInterrupt:
+        print(f"kse bench {name}: interrupted", file=sys.stderr)
+        return 130
+    except asyncio.CancelledError:
+        print(f"kse bench {name}: terminated", file=sys.stderr)
+        return 143
+    except Exception as e:
+        print(f"kse bench {name}: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    report(result)
+    return 0
+
+
+def register(subparsers: SubParsers) -> None:
+    """Add `kse bench <benchmark>` for every entry of BENCHMARKS."""
+    bench = subparsers.add_parser("bench", help="benchmarks (each starts what it measures)")
+    bench.set_defaults(func=lambda _args: _usage(bench))
+    sub = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK")
+    for add in BENCHMARKS:
+        add(sub)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2

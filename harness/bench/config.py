@@ -1,0 +1,37 @@
+"""Benchmark settings, one dataclass per benchmark. Kept free of heavy imports: the CLI reads the
+defaults for its `--help` without importing grpc or the benchmark itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ApiServerBenchConfig:
+    """`kse bench apiserver` (see harness.bench.apiserver for what each phase does)."""
+
+    duration: float = 10.0  # seconds of the etcd phase and of the watch phase
+    pods: int = 3000  # pre-created, then bound
+    inflight: int = 64  # concurrent calls in the etcd and bind phases (split over client_procs)
+    watchers: int = 3
+    rate: float = 500.0  # writes per second in the watch phase
+    nodes: int = 10
+    # Processes generating the etcd and bind load. None (auto): one, and a phase whose single client
+    # process saturates a core is repeated with two, keeping the higher figure.
+    client_procs: int | None = None
+    value_size: int = 256  # bytes per etcd value in the CAS phase
+    keep: bool = False  # keep the temp dir
+
+    def __post_init__(self) -> None:
+        for name in ("duration", "rate"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("pods", "inflight", "watchers", "nodes", "value_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.client_procs is not None and self.client_procs < 1:
+            raise ValueError(f"client_procs must be >= 1 (or None: auto), got {self.client_procs}")
+        if self.inflight < (self.client_procs or 2):
+            raise ValueError(
+                f"inflight ({self.inflight}) must be >= client processes ({self.client_procs or 2})"
+            )
