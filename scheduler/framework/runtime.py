@@ -250,15 +250,17 @@ def _with_plugin(status: Status, plugin: str) -> Status:
     """The status naming `plugin` (a copy: plugins may return shared Status objects)."""
     if status.plugin == plugin:
         return status
-    return Status(status.code, status.reasons, plugin)
+    return Status(status.code, status.reasons, plugin, status.err)
 
 
-def _error(message: str, plugin: str = "") -> Status:
-    return Status(Code.ERROR, [message], plugin)
+def _error(message: str, plugin: str = "", err: BaseException | None = None) -> Status:
+    """An Error status worded by the framework; `err` is the error it wraps (Go's `%w`)."""
+    return Status(Code.ERROR, [message], plugin, err)
 
 
 def _exc_status(exc: BaseException) -> Status:
-    return Status(Code.ERROR, [str(exc) or type(exc).__name__])
+    """What a plugin that raised returns: an Error carrying the exception (upstream AsStatus)."""
+    return Status(Code.ERROR, [str(exc) or type(exc).__name__], err=exc)
 
 
 def _pod_uid(pod: pb.Pod) -> str:
@@ -522,7 +524,7 @@ class Framework:
         try:
             nodes = self._all_nodes()
         except Exception as e:
-            return None, _error(f"getting all nodes: {e}"), set()
+            return None, _error(f"getting all nodes: {e}", err=e), set()
         result: PreFilterResult | None = None
         plugins_with_nodes: set[str] = set()
         return_status: Status | None = None
@@ -544,7 +546,7 @@ class Framework:
                     # Preemption may help later in this cycle, which needs every PreFilter state.
                     return_status = s
                     continue
-                return None, _error(f'running PreFilter plugin "{name}": {s.message()}', name), set()
+                return None, _error(f'running PreFilter plugin "{name}": {s.message()}', name, s.err), set()
             if r is not None and not r.all_nodes():
                 plugins_with_nodes.add(name)
             if r is not None:
@@ -571,7 +573,7 @@ class Framework:
                 s = _exc_status(e)
             if _failed(s):
                 assert s is not None
-                return _error(f'running AddPod on PreFilter plugin "{name}": {s.message()}')
+                return _error(f'running AddPod on PreFilter plugin "{name}": {s.message()}', err=s.err)
         return None
 
     def run_pre_filter_extension_remove_pod(
@@ -587,7 +589,7 @@ class Framework:
                 s = _exc_status(e)
             if _failed(s):
                 assert s is not None
-                return _error(f'running RemovePod on PreFilter plugin "{name}": {s.message()}')
+                return _error(f'running RemovePod on PreFilter plugin "{name}": {s.message()}', err=s.err)
         return None
 
     @staticmethod
@@ -595,7 +597,7 @@ class Framework:
         if status.is_rejected():
             return _with_plugin(status, name)
         # Filter plugins may only succeed or reject; anything else is an error.
-        return _error(f'running "{name}" filter plugin: {status.message()}', name)
+        return _error(f'running "{name}" filter plugin: {status.message()}', name, status.err)
 
     def run_filter_plugins(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         """Whether the pod fits the node: the first plugin that does not pass decides, and the
@@ -732,7 +734,7 @@ class Framework:
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return r, _with_plugin(s, name)
             if not s.is_rejected():
-                return None, _error(s.message(), name)
+                return None, _error(s.message(), name, s.err)
             if r is not None and r.nominated_node_name:
                 result = r
             reasons.extend(s.reasons)
@@ -759,7 +761,7 @@ class Framework:
                     continue
                 if _failed(s):
                     assert s is not None
-                    return _error(f'running PreScore plugin "{name}": {s.message()}')
+                    return _error(f'running PreScore plugin "{name}": {s.message()}', err=s.err)
             return None
         finally:
             state.skip_score_plugins = skip
@@ -781,7 +783,9 @@ class Framework:
                     value, s = 0, _exc_status(e)
                 if _failed(s):
                     assert s is not None
-                    return [], _error(f'running Score plugins: plugin "{name}" failed with: {s.message()}')
+                    return [], _error(
+                        f'running Score plugins: plugin "{name}" failed with: {s.message()}', err=s.err
+                    )
                 scores.append(NodeScore(ni.name, value))
             per_plugin.append(scores)
         for (name, plugin), scores in zip(plugins, per_plugin, strict=True):
@@ -795,7 +799,8 @@ class Framework:
             if _failed(s):
                 assert s is not None
                 return [], _error(
-                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}'
+                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}',
+                    err=s.err,
                 )
         out = []
         for j, ni in enumerate(nodes):
@@ -841,7 +846,8 @@ class Framework:
                         value, s = 0, _exc_status(e)
                     if s is not None and s.code != Code.SUCCESS:
                         return None, _error(
-                            f'running Score plugins: plugin "{name}" failed with: {s.message()}'
+                            f'running Score plugins: plugin "{name}" failed with: {s.message()}',
+                            err=s.err,
                         )
                     values.append(value)
                 arr = np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
@@ -871,7 +877,8 @@ class Framework:
             if _failed(s):
                 assert s is not None
                 return None, _error(
-                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}'
+                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}',
+                    err=s.err,
                 )
         scores = np.vstack(raws) if raws else np.zeros((0, n), np.int64)
         if n and len(plugins) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
@@ -899,7 +906,7 @@ class Framework:
                 assert s is not None
                 if s.is_rejected():
                     return _with_plugin(s, name)
-                return _error(f'running Reserve plugin "{name}": {s.message()}', name)
+                return _error(f'running Reserve plugin "{name}": {s.message()}', name, s.err)
         return None
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
@@ -928,7 +935,7 @@ class Framework:
             if s.code == Code.WAIT:
                 waits[name] = min(float(timeout), self._max_permit_timeout)
                 continue
-            return _error(f'running Permit plugin "{name}": {s.message()}', name)
+            return _error(f'running Permit plugin "{name}": {s.message()}', name, s.err)
         if waits:
             pod = pod_info.pod
             self.waiting_pods.add(WaitingPod(pod, waits, self._timers))
@@ -959,7 +966,7 @@ class Framework:
         assert s is not None
         if s.is_rejected():
             return s
-        return _error(f"waiting on permit for pod: {s.message()}", s.plugin)
+        return _error(f"waiting on permit for pod: {s.message()}", s.plugin, s.err)
 
     # ------------------------------------------------------------------ binding cycle
 
@@ -977,7 +984,7 @@ class Framework:
                 assert s is not None
                 if s.is_rejected():
                     return _with_plugin(s, name)
-                return _error(f'running PreBind plugin "{name}": {s.message()}')
+                return _error(f'running PreBind plugin "{name}": {s.message()}', err=s.err)
         return None
 
     async def run_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
@@ -995,7 +1002,7 @@ class Framework:
                 assert status is not None
                 if status.is_rejected():
                     return _with_plugin(status, name)
-                return _error(f'running Bind plugin "{name}": {status.message()}')
+                return _error(f'running Bind plugin "{name}": {status.message()}', err=status.err)
             return status
         return status
 

@@ -32,11 +32,19 @@ class Code(enum.IntEnum):
 
 @dataclass
 class Status:
-    """The result of running a plugin. `None` as a status means success, as upstream's nil."""
+    """The result of running a plugin. `None` as a status means success, as upstream's nil.
+
+    An Error status may carry the error that caused it (`err`, upstream Status.err): a plugin
+    that fails on an exception returns `as_status(exc)`, and the framework keeps that error when
+    it rewords the status ("running Bind plugin ...: <message>"), as Go's `%w` keeps the error
+    `errors.As` finds. That is how the scheduler learns the *type* of a failed bind (a conflict,
+    a fenced write) without a side table. `err` takes no part in equality.
+    """
 
     code: Code = Code.SUCCESS
     reasons: list[str] = field(default_factory=list)
     plugin: str = ""  # the plugin that failed, filled in by the framework
+    err: BaseException | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def unschedulable(cls, *reasons: str, resolvable: bool = True) -> Status:
@@ -46,6 +54,15 @@ class Status:
     @classmethod
     def error(cls, message: str) -> Status:
         return cls(Code.ERROR, [message])
+
+    def as_error(self) -> BaseException | None:
+        """The error of a failed status (upstream Status.AsError): the carried error when there
+        is one, else an Exception with the status's message; None on success."""
+        if self.code == Code.SUCCESS:
+            return None
+        if self.err is not None:
+            return self.err
+        return Exception(self.message())
 
     def is_success(self) -> bool:
         return self.code == Code.SUCCESS
@@ -59,6 +76,11 @@ class Status:
 
 def is_success(status: Status | None) -> bool:
     return status is None or status.code == Code.SUCCESS
+
+
+def as_status(err: BaseException) -> Status:
+    """An Error status carrying `err`, its message the error's text (upstream framework.AsStatus)."""
+    return Status(Code.ERROR, [str(err)], err=err)
 
 
 class EventResource(enum.Enum):

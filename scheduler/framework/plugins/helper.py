@@ -85,11 +85,6 @@ def pod_priority(pod: pb.Pod) -> int:
     return pod.spec.priority if pod.spec.HasField("priority") else 0
 
 
-def as_status(err: BaseException) -> Status:
-    """Upstream fwk.AsStatus: an Error status carrying the error's message."""
-    return Status.error(str(err))
-
-
 def state_read_status(key: str, err: BaseException, prefix: str = "reading") -> Status:
     """The Error status of a plugin that finds no state of its own in CycleState, with upstream's
     wording: fmt.Errorf("<prefix> %q from cycleState: %w", key, err)."""

@@ -34,7 +34,6 @@ from scheduler.framework.plugins.helper import (
     PreferredSchedulingTerms,
     RequiredNodeAffinity,
     as_objects,
-    as_status,
     default_normalize_score,
     required_node_affinity,
 )
@@ -46,6 +45,7 @@ from scheduler.framework.types import (
     PodInfo,
     QueueingHint,
     Status,
+    as_status,
 )
 
 NAME = "NodeAffinity"

@@ -47,7 +47,6 @@ from scheduler.framework.plugins.helper import (
     RequiredNodeAffinity,
     Toleration,
     as_objects,
-    as_status,
     do_not_schedule_taints_filter,
     find_matching_untolerated_taint,
     go_round,
@@ -65,6 +64,7 @@ from scheduler.framework.types import (
     PodInfo,
     QueueingHint,
     Status,
+    as_status,
 )
 
 NAME = "PodTopologySpread"
