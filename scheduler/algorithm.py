@@ -1,7 +1,8 @@
 """The scheduling algorithm of one cycle: find the nodes that fit, score them, pick one
 (upstream `pkg/scheduler/schedule_one.go`: schedulePod, findNodesThatFitPod,
-findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost, and the
-`FitError` / `Diagnosis` of `pkg/scheduler/framework/types.go`).
+findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost). The `FitError`
+and `Diagnosis` it raises are framework types (`scheduler.framework.types`, as upstream's
+`pkg/scheduler/framework/types.go`).
 
 As upstream:
 
@@ -31,81 +32,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from proto import kse_pb2 as pb
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
 from scheduler.framework.runtime import Framework, NodeInfoView, NodePluginScores, ScoreMatrix
-from scheduler.framework.types import Code, PodInfo, Status
+from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 
 IntP = npt.NDArray[np.intp]
 
 # Upstream constants (schedule_one.go).
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 
 
 # ------------------------------------------------------------------------------------ types
-
-
-@dataclass
-class Diagnosis:
-    """Why nodes were rejected (upstream framework.Diagnosis). `node_to_status` holds the nodes
-    rejected explicitly; every other node of the cycle that did not pass has
-    `absent_nodes_status` (set when PreFilter rejected everything or narrowed the nodes)."""
-
-    node_to_status: dict[str, Status] = field(default_factory=dict)
-    absent_nodes_status: Status = field(default_factory=lambda: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    pending_plugins: set[str] = field(default_factory=set)
-    pre_filter_msg: str = ""
-    post_filter_msg: str = ""
-
-    def add_plugin_status(self, status: Status) -> None:
-        """Record the plugin of a rejection (upstream Diagnosis.AddPluginStatus)."""
-        if not status.plugin:
-            return
-        if status.is_rejected():
-            self.unschedulable_plugins.add(status.plugin)
-        if status.code == Code.PENDING:
-            self.pending_plugins.add(status.plugin)
-
-    def status_of(self, node_name: str) -> Status:
-        return self.node_to_status.get(node_name, self.absent_nodes_status)
-
-
-class FitError(Exception):
-    """No node fits the pod (upstream framework.FitError). `str()` is upstream's message:
-    "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s)." with the
-    reasons counted over all nodes and sorted as strings, then the PostFilter message."""
-
-    def __init__(self, pod: pb.Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
-        super().__init__()
-        self.pod = pod
-        self.num_all_nodes = num_all_nodes
-        self.diagnosis = diagnosis
-
-    def __str__(self) -> str:
-        d = self.diagnosis
-        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
-        if d.pre_filter_msg:
-            # PreFilter rejected the pod: every node has that status, its reason is said once.
-            msg += f" {d.pre_filter_msg}."
-        else:
-            reasons: dict[str, int] = {}
-            for status in d.node_to_status.values():
-                for reason in status.reasons:
-                    reasons[reason] = reasons.get(reason, 0) + 1
-            absent = self.num_all_nodes - len(d.node_to_status)
-            if absent > 0:
-                for reason in d.absent_nodes_status.reasons:
-                    reasons[reason] = reasons.get(reason, 0) + absent
-            histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
-            if histogram:
-                msg += f" {', '.join(histogram)}."
-        if d.post_filter_msg:
-            msg += f" {d.post_filter_msg}"
-        return msg
 
 
 class NoNodesAvailableError(Exception):

@@ -70,8 +70,6 @@ from kse.client.informer import Informer, InformerFactory
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
     AlgorithmState,
-    Diagnosis,
-    FitError,
     NoNodesAvailableError,
     ScheduleResult,
     SchedulingError,
@@ -97,7 +95,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PluginFactory
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
-from scheduler.framework.types import Code, PodInfo, QueuedPodInfo, Status
+from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, QueuedPodInfo, Status
 from scheduler.leaderelection import LeaderTerm
 from scheduler.metrics import SchedulerMetrics, attempts_label
 from scheduler.profile import new_profiles

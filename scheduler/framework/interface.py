@@ -53,6 +53,23 @@ class NodeScore:
     score: int
 
 
+@dataclass(slots=True)
+class PluginScore:
+    """One plugin's weighted score of a node (upstream PluginScore)."""
+
+    name: str
+    score: int  # weighted
+
+
+@dataclass(slots=True)
+class NodePluginScores:
+    """A node's weighted score from each Score plugin and their sum (upstream NodePluginScores)."""
+
+    name: str
+    scores: list[PluginScore] = field(default_factory=list)
+    total_score: int = 0
+
+
 @dataclass
 class PreFilterResult:
     """Nodes a PreFilter plugin restricts the cycle to. `node_names is None` means all nodes."""

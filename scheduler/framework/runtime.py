@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
 
 import numpy as np
@@ -53,10 +53,12 @@ from scheduler.framework.interface import (
     ClusterEventWithHint,
     EnqueueExtensions,
     FilterPlugin,
+    NodePluginScores,
     NodeScore,
     PermitPlugin,
     Plugin,
     PluginFactory,
+    PluginScore,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -154,21 +156,6 @@ class BatchScoreExtensions(Protocol):
 
 
 # ------------------------------------------------------------------------------------ results
-
-
-@dataclass(slots=True)
-class PluginScore:
-    name: str
-    score: int  # weighted
-
-
-@dataclass(slots=True)
-class NodePluginScores:
-    """A node's weighted score from each Score plugin and their sum (upstream NodePluginScores)."""
-
-    name: str
-    scores: list[PluginScore] = field(default_factory=list)
-    total_score: int = 0
 
 
 @dataclass

@@ -16,6 +16,9 @@ from proto import kse_pb2 as pb
 if TYPE_CHECKING:
     from scheduler.framework.nodeinfo import PodResource
 
+# Upstream NoNodeAvailableMsg: the head of every FitError message.
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
 
 class Code(enum.IntEnum):
     """Status codes, as upstream's framework.Code."""
@@ -256,3 +259,66 @@ class QueuedPodInfo:
     @property
     def key(self) -> str:
         return self.pod_info.key
+
+
+# ------------------------------------------------------------------------------------ FitError
+
+
+@dataclass
+class Diagnosis:
+    """Why nodes were rejected (upstream framework.Diagnosis). `node_to_status` holds the nodes
+    rejected explicitly; every other node of the cycle that did not pass has
+    `absent_nodes_status` (set when PreFilter rejected everything or narrowed the nodes)."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    absent_nodes_status: Status = field(default_factory=lambda: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add_plugin_status(self, status: Status) -> None:
+        """Record the plugin of a rejection (upstream Diagnosis.AddPluginStatus)."""
+        if not status.plugin:
+            return
+        if status.is_rejected():
+            self.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            self.pending_plugins.add(status.plugin)
+
+    def status_of(self, node_name: str) -> Status:
+        return self.node_to_status.get(node_name, self.absent_nodes_status)
+
+
+class FitError(Exception):
+    """No node fits the pod (upstream framework.FitError). `str()` is upstream's message:
+    "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s)." with the
+    reasons counted over all nodes and sorted as strings, then the PostFilter message."""
+
+    def __init__(self, pod: pb.Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        if d.pre_filter_msg:
+            # PreFilter rejected the pod: every node has that status, its reason is said once.
+            msg += f" {d.pre_filter_msg}."
+        else:
+            reasons: dict[str, int] = {}
+            for status in d.node_to_status.values():
+                for reason in status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            absent = self.num_all_nodes - len(d.node_to_status)
+            if absent > 0:
+                for reason in d.absent_nodes_status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + absent
+            histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+            if histogram:
+                msg += f" {', '.join(histogram)}."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}"
+        return msg
