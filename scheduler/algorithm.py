@@ -18,9 +18,10 @@ As upstream:
   distribution of upstream's reservoir sampling, drawn with one number from a seedable RNG.
 
 Upstream runs Filter and Score on 16 goroutines; kse scans sequentially (same results as upstream
-with parallelism 1) and evaluates many nodes per plugin call through the framework's batch path.
-With `Framework(batch=False)` this module takes the literal node-by-node path instead; both give
-identical results (tests check it).
+with parallelism 1). This module calls one framework entry per extension point
+(`run_filter_plugins_over`, `run_score_plugins_over`); whether those evaluate many nodes per
+plugin call (the batch engine) or one node after the other (`Framework(batch=False)`) is the
+framework's business, and both give identical results (tests check it).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.framework.batch import NodeInfoView, ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import NodePluginScores
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.runtime import Framework, NodeInfoView, NodePluginScores, ScoreMatrix
+from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 
 IntP = npt.NDArray[np.intp]
@@ -250,29 +253,12 @@ def _find_nodes_that_pass_filters(
     if not fwk.has_filter_plugins():
         return FeasibleNodes(snapshot, rotated[:num_to_find]), None
 
+    outcome = fwk.run_filter_plugins_over(state, pod_info, snapshot, rotated, num_to_find)
     infos = snapshot.node_info_list
-    if fwk.batch:
-        outcome = fwk.filter_batch(state, pod_info, snapshot, rotated, num_to_find)
-        rejected, feasible_idx, error = outcome.rejected, outcome.feasible, outcome.error
-    else:
-        # The literal path: one node after the other, as upstream with parallelism 1.
-        rejected, feasible_list, error = [], [], None
-        for i in rotated.tolist():
-            s = fwk.run_filter_plugins(state, pod_info, infos[i])
-            if s is None or s.code == Code.SUCCESS:
-                feasible_list.append(i)
-                if len(feasible_list) >= num_to_find:
-                    break
-            elif s.code == Code.ERROR:
-                error = s
-                break
-            else:
-                rejected.append((i, s))
-        feasible_idx = np.array(feasible_list, dtype=np.intp)
-    for i, status in rejected:
+    for i, status in outcome.rejected:
         diagnosis.node_to_status[infos[i].name] = status
         diagnosis.add_plugin_status(status)
-    return FeasibleNodes(snapshot, feasible_idx), error
+    return FeasibleNodes(snapshot, outcome.feasible), outcome.error
 
 
 def prioritize_nodes(
@@ -302,23 +288,11 @@ def score_feasible(
     s = fwk.run_pre_score_plugins(state, pod_info, view)
     if s is not None and s.code != Code.SUCCESS:
         raise SchedulingError(s)
-    if fwk.batch:
-        matrix, s = fwk.score_matrix(state, pod_info, snapshot, indices)
-        if matrix is None:
-            assert s is not None
-            raise SchedulingError(s)
-        return matrix
-    scores, s = fwk.run_score_plugins(state, pod_info, view)
-    if s is not None and s.code != Code.SUCCESS:
+    matrix, s = fwk.run_score_plugins_over(state, pod_info, snapshot, indices)
+    if matrix is None:
+        assert s is not None
         raise SchedulingError(s)
-    plugins = [p.name for p in scores[0].scores] if scores else []
-    weights = [fwk.score_weights[p] for p in plugins]
-    raw = np.array(
-        [[ps.score // w for ps, w in zip(nps.scores, weights, strict=True)] for nps in scores],
-        dtype=np.int64,
-    ).reshape(len(scores), len(plugins))
-    totals = np.array([nps.total_score for nps in scores], dtype=np.int64)
-    return ScoreMatrix(plugins, weights, indices, raw.T.copy(), totals)
+    return matrix
 
 
 def _prioritize_and_select(

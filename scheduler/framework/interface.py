@@ -228,6 +228,21 @@ class BatchScorePlugin(ScorePlugin, Protocol):
 
 
 @runtime_checkable
+class BatchScoreExtensions(Protocol):
+    """Optional on a Score plugin's ScoreExtensions: NormalizeScore over an array of the raw
+    scores of the nodes (in place), equal to `normalize_score` on the same scores as NodeScores.
+    `node_infos` are the scored nodes, in the order of `scores`."""
+
+    def normalize_scores(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_infos: Sequence[NodeInfo],
+        scores: npt.NDArray[np.int64],
+    ) -> Status | None: ...
+
+
+@runtime_checkable
 class ReservePlugin(Plugin, Protocol):
     """Reserve runs when the pod is assumed on the node; Unreserve undoes it on any later failure
     and must be idempotent."""
