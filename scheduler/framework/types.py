@@ -59,9 +59,10 @@ class Status:
         return cls(Code.ERROR, [message])
 
     def as_error(self) -> BaseException | None:
-        """The error of a failed status (upstream Status.AsError): the carried error when there
-        is one, else an Exception with the status's message; None on success."""
-        if self.code == Code.SUCCESS:
+        """The error of a failed status (upstream Status.AsError, framework/interface.go): the
+        carried error when there is one, else an Exception with the status's message; None for
+        Success, Wait and Skip, which are not failures."""
+        if self.code in (Code.SUCCESS, Code.WAIT, Code.SKIP):
             return None
         if self.err is not None:
             return self.err

@@ -26,6 +26,8 @@ def test_as_status_and_as_error() -> None:
     e = plain.as_error()
     assert e is not None and str(e) == "no error object"
     assert Status().as_error() is None
+    assert Status(Code.WAIT).as_error() is None and Status(Code.SKIP).as_error() is None
+    assert str(Status.unschedulable("a", "b").as_error()) == "a, b"
     assert s == Status(Code.ERROR, ["boom"])  # the error takes no part in equality
 
 
