@@ -1,7 +1,8 @@
 """The scheduling algorithm of one cycle: find the nodes that fit, score them, pick one
 (upstream `pkg/scheduler/schedule_one.go`: schedulePod, findNodesThatFitPod,
-findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost, and the
-`FitError` / `Diagnosis` of `pkg/scheduler/framework/types.go`).
+findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes, selectHost). The `FitError`
+and `Diagnosis` it raises are framework types (`scheduler.framework.types`, as upstream's
+`pkg/scheduler/framework/types.go`).
 
 As upstream:
 
@@ -17,9 +18,10 @@ As upstream:
   distribution of upstream's reservoir sampling, drawn with one number from a seedable RNG.
 
 Upstream runs Filter and Score on 16 goroutines; kse scans sequentially (same results as upstream
-with parallelism 1) and evaluates many nodes per plugin call through the framework's batch path.
-With `Framework(batch=False)` this module takes the literal node-by-node path instead; both give
-identical results (tests check it).
+with parallelism 1). This module calls one framework entry per extension point
+(`run_filter_plugins_over`, `run_score_plugins_over`); whether those evaluate many nodes per
+plugin call (the batch engine) or one node after the other (`Framework(batch=False)`) is the
+framework's business, and both give identical results (tests check it).
 """
 
 from __future__ import annotations
@@ -31,81 +33,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from proto import kse_pb2 as pb
+from scheduler.framework.batch import NodeInfoView, ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import NodePluginScores
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.runtime import Framework, NodeInfoView, NodePluginScores, ScoreMatrix
-from scheduler.framework.types import Code, PodInfo, Status
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 
 IntP = npt.NDArray[np.intp]
 
 # Upstream constants (schedule_one.go).
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 
 
 # ------------------------------------------------------------------------------------ types
-
-
-@dataclass
-class Diagnosis:
-    """Why nodes were rejected (upstream framework.Diagnosis). `node_to_status` holds the nodes
-    rejected explicitly; every other node of the cycle that did not pass has
-    `absent_nodes_status` (set when PreFilter rejected everything or narrowed the nodes)."""
-
-    node_to_status: dict[str, Status] = field(default_factory=dict)
-    absent_nodes_status: Status = field(default_factory=lambda: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-    unschedulable_plugins: set[str] = field(default_factory=set)
-    pending_plugins: set[str] = field(default_factory=set)
-    pre_filter_msg: str = ""
-    post_filter_msg: str = ""
-
-    def add_plugin_status(self, status: Status) -> None:
-        """Record the plugin of a rejection (upstream Diagnosis.AddPluginStatus)."""
-        if not status.plugin:
-            return
-        if status.is_rejected():
-            self.unschedulable_plugins.add(status.plugin)
-        if status.code == Code.PENDING:
-            self.pending_plugins.add(status.plugin)
-
-    def status_of(self, node_name: str) -> Status:
-        return self.node_to_status.get(node_name, self.absent_nodes_status)
-
-
-class FitError(Exception):
-    """No node fits the pod (upstream framework.FitError). `str()` is upstream's message:
-    "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s)." with the
-    reasons counted over all nodes and sorted as strings, then the PostFilter message."""
-
-    def __init__(self, pod: pb.Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
-        super().__init__()
-        self.pod = pod
-        self.num_all_nodes = num_all_nodes
-        self.diagnosis = diagnosis
-
-    def __str__(self) -> str:
-        d = self.diagnosis
-        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
-        if d.pre_filter_msg:
-            # PreFilter rejected the pod: every node has that status, its reason is said once.
-            msg += f" {d.pre_filter_msg}."
-        else:
-            reasons: dict[str, int] = {}
-            for status in d.node_to_status.values():
-                for reason in status.reasons:
-                    reasons[reason] = reasons.get(reason, 0) + 1
-            absent = self.num_all_nodes - len(d.node_to_status)
-            if absent > 0:
-                for reason in d.absent_nodes_status.reasons:
-                    reasons[reason] = reasons.get(reason, 0) + absent
-            histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
-            if histogram:
-                msg += f" {', '.join(histogram)}."
-        if d.post_filter_msg:
-            msg += f" {d.post_filter_msg}"
-        return msg
 
 
 class NoNodesAvailableError(Exception):
@@ -311,29 +253,12 @@ def _find_nodes_that_pass_filters(
     if not fwk.has_filter_plugins():
         return FeasibleNodes(snapshot, rotated[:num_to_find]), None
 
+    outcome = fwk.run_filter_plugins_over(state, pod_info, snapshot, rotated, num_to_find)
     infos = snapshot.node_info_list
-    if fwk.batch:
-        outcome = fwk.filter_batch(state, pod_info, snapshot, rotated, num_to_find)
-        rejected, feasible_idx, error = outcome.rejected, outcome.feasible, outcome.error
-    else:
-        # The literal path: one node after the other, as upstream with parallelism 1.
-        rejected, feasible_list, error = [], [], None
-        for i in rotated.tolist():
-            s = fwk.run_filter_plugins(state, pod_info, infos[i])
-            if s is None or s.code == Code.SUCCESS:
-                feasible_list.append(i)
-                if len(feasible_list) >= num_to_find:
-                    break
-            elif s.code == Code.ERROR:
-                error = s
-                break
-            else:
-                rejected.append((i, s))
-        feasible_idx = np.array(feasible_list, dtype=np.intp)
-    for i, status in rejected:
+    for i, status in outcome.rejected:
         diagnosis.node_to_status[infos[i].name] = status
         diagnosis.add_plugin_status(status)
-    return FeasibleNodes(snapshot, feasible_idx), error
+    return FeasibleNodes(snapshot, outcome.feasible), outcome.error
 
 
 def prioritize_nodes(
@@ -363,23 +288,11 @@ def score_feasible(
     s = fwk.run_pre_score_plugins(state, pod_info, view)
     if s is not None and s.code != Code.SUCCESS:
         raise SchedulingError(s)
-    if fwk.batch:
-        matrix, s = fwk.score_matrix(state, pod_info, snapshot, indices)
-        if matrix is None:
-            assert s is not None
-            raise SchedulingError(s)
-        return matrix
-    scores, s = fwk.run_score_plugins(state, pod_info, view)
-    if s is not None and s.code != Code.SUCCESS:
+    matrix, s = fwk.run_score_plugins_over(state, pod_info, snapshot, indices)
+    if matrix is None:
+        assert s is not None
         raise SchedulingError(s)
-    plugins = [p.name for p in scores[0].scores] if scores else []
-    weights = [fwk.score_weights[p] for p in plugins]
-    raw = np.array(
-        [[ps.score // w for ps, w in zip(nps.scores, weights, strict=True)] for nps in scores],
-        dtype=np.int64,
-    ).reshape(len(scores), len(plugins))
-    totals = np.array([nps.total_score for nps in scores], dtype=np.int64)
-    return ScoreMatrix(plugins, weights, indices, raw.T.copy(), totals)
+    return matrix
 
 
 def _prioritize_and_select(

@@ -16,9 +16,11 @@ Before sending, `is_leader()` (the elector's own-clock check, when set) must sti
 client-go asks of a leader before it acts: a replica that was paused past its renew deadline does
 not even try (`NotLeaderError`). Fencing is what makes a late bind harmless; this only spares it.
 
-The framework turns a failed bind into an Error status (the exception text); the exception
-itself is kept here per pod UID (`take_error`) because the scheduler needs its *type*: a conflict
-(ABORTED: already bound, or the UID no longer matches) or NOT_FOUND is not retried blindly.
+A failed bind raises the client's typed error. DefaultBinder turns it into an Error status that
+carries the error (upstream `fwk.AsStatus(err)`), and the framework keeps it through its own
+wording of the status, so the scheduler reads its *type* off the Status (`Status.err`), as
+upstream's handleBindingCycleError gets the `*Status`: a conflict (ABORTED: already bound, or the
+UID no longer matches) or NOT_FOUND is not retried blindly, a fenced bind ends the term.
 """
 
 from __future__ import annotations
@@ -66,7 +68,6 @@ class Binder:
         self._fence = fence
         self.on_fenced = on_fenced
         self.is_leader = is_leader
-        self._errors: dict[str, BaseException] = {}
         self.binds = 0
         self.failures = 0
 
@@ -87,17 +88,8 @@ class Binder:
             bound = await self._cs.pods.bind(new_binding(pod, node_name), fence=token)
         except Exception as e:
             self.failures += 1
-            self._errors[_uid(pod)] = e
             if isinstance(e, FencedError) and token is not None and self.on_fenced is not None:
                 self.on_fenced(token)
             raise
         self.binds += 1
         return bound
-
-    def take_error(self, pod: pb.Pod) -> BaseException | None:
-        """The exception of the pod's last failed bind, forgotten once read."""
-        return self._errors.pop(_uid(pod), None)
-
-
-def _uid(pod: pb.Pod) -> str:
-    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -71,8 +71,6 @@ from kse.leaderelection import LeaderTerm
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
     AlgorithmState,
-    Diagnosis,
-    FitError,
     NoNodesAvailableError,
     ScheduleResult,
     SchedulingError,
@@ -98,7 +96,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PluginFactory
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
-from scheduler.framework.types import Code, PodInfo, QueuedPodInfo, Status
+from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, QueuedPodInfo, Status
 from scheduler.metrics import SchedulerMetrics, attempts_label
 from scheduler.profile import new_profiles
 from scheduler.queue.scheduling_queue import (
@@ -144,6 +142,8 @@ class _Failure:
     message: str
     unschedulable_plugins: set[str] = field(default_factory=set)
     pending_plugins: set[str] = field(default_factory=set)
+    # The error an Error status carried (`Status.err`), e.g. the client's error of a failed bind.
+    err: BaseException | None = None
 
     @property
     def rejected(self) -> bool:
@@ -159,7 +159,7 @@ class _Failure:
         """A rejection at Reserve / Permit / WaitOnPermit is a FitError on that one node
         (upstream builds FitError{NumAllNodes: 1}); anything else an error."""
         if not status.is_rejected():
-            return cls(Code.ERROR, status.message() or "unknown error")
+            return cls(Code.ERROR, status.message() or "unknown error", err=status.err)
         diagnosis = Diagnosis(node_to_status={node_name: status})
         diagnosis.add_plugin_status(status)
         return cls.of_fit_error(FitError(pod, 1, diagnosis), status.code)
@@ -718,13 +718,15 @@ class Scheduler:
 
         s = await fwk.run_pre_bind_plugins(state, pod_info, host)
         if s is not None and not s.is_success():
-            return _Failure.of_status(pod, host, s) if s.is_rejected() else _Failure(Code.ERROR, s.message())
+            if s.is_rejected():
+                return _Failure.of_status(pod, host, s)
+            return _Failure(Code.ERROR, s.message(), err=s.err)
         try:
             s = await fwk.run_bind_plugins(state, pod_info, host)
         finally:
             self.cache.finish_binding(pod_info)
         if s is not None and not s.is_success():
-            return _Failure(Code.ERROR, s.message() or "bind was skipped by every Bind plugin")
+            return _Failure(Code.ERROR, s.message() or "bind was skipped by every Bind plugin", err=s.err)
         self.recorder.eventf(
             pod,
             NORMAL,
@@ -756,7 +758,7 @@ class Scheduler:
         """Upstream handleBindingCycleError: undo the assume, then the usual failure handling."""
         pod = qpi.pod
         forgot = self._undo_assume(fwk, state, qpi.pod_info, host)
-        err = self.binder.take_error(pod)
+        err = failure.err  # upstream: the *Status handleBindingCycleError gets
         if isinstance(err, FencedError | NotLeaderError):
             # Refused, or not sent, because the term is over: stop leading (a fenced refusal did so
             # already); no retry, no event or condition (they would be refused too). The end of the

@@ -30,12 +30,12 @@ import numpy as np
 
 from kse.objects.manifest import ManifestError, load_manifests
 from proto import kse_pb2 as pb
-from scheduler.algorithm import Diagnosis, FeasibleNodes, FitError, SchedulingError, score_feasible
+from scheduler.algorithm import FeasibleNodes, SchedulingError, score_feasible
 from scheduler.apis.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, PodInfo, Status
+from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 from scheduler.profile import load_scheduler_config, new_framework
 
 DEFAULT_NAMESPACE = "default"

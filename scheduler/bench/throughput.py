@@ -33,11 +33,11 @@ import numpy as np
 
 from kse.objects.synthetic import THROUGHPUT_JSON_KEYS, make_nodes, make_pods
 from proto import kse_pb2 as pb
-from scheduler.algorithm import AlgorithmState, FitError, NoNodesAvailableError, SchedulingError, schedule_pod
+from scheduler.algorithm import AlgorithmState, NoNodesAvailableError, SchedulingError, schedule_pod
 from scheduler.cache.cache import Cache
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, PodInfo, QueuedPodInfo
+from scheduler.framework.types import Code, FitError, PodInfo, QueuedPodInfo
 from scheduler.profile import load_scheduler_config, new_framework
 from scheduler.queue.scheduling_queue import PriorityQueue
 

@@ -53,6 +53,23 @@ class NodeScore:
     score: int
 
 
+@dataclass(slots=True)
+class PluginScore:
+    """One plugin's weighted score of a node (upstream PluginScore)."""
+
+    name: str
+    score: int  # weighted
+
+
+@dataclass(slots=True)
+class NodePluginScores:
+    """A node's weighted score from each Score plugin and their sum (upstream NodePluginScores)."""
+
+    name: str
+    scores: list[PluginScore] = field(default_factory=list)
+    total_score: int = 0
+
+
 @dataclass
 class PreFilterResult:
     """Nodes a PreFilter plugin restricts the cycle to. `node_names is None` means all nodes."""
@@ -208,6 +225,21 @@ class BatchScorePlugin(ScorePlugin, Protocol):
     def score_nodes(
         self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: npt.NDArray[np.intp]
     ) -> npt.NDArray[np.int64]: ...
+
+
+@runtime_checkable
+class BatchScoreExtensions(Protocol):
+    """Optional on a Score plugin's ScoreExtensions: NormalizeScore over an array of the raw
+    scores of the nodes (in place), equal to `normalize_score` on the same scores as NodeScores.
+    `node_infos` are the scored nodes, in the order of `scores`."""
+
+    def normalize_scores(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_infos: Sequence[NodeInfo],
+        scores: npt.NDArray[np.int64],
+    ) -> Status | None: ...
 
 
 @runtime_checkable

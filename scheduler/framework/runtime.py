@@ -20,12 +20,11 @@ Semantics are upstream's, point by point:
 The scheduling cycle is synchronous; the binding cycle (`wait_on_permit`, PreBind, Bind, PostBind)
 is async. A plugin that raises is treated as returning an Error status with the exception's text.
 
-Fast path (`filter_batch`, `score_matrix`): the scheduler evaluates one pod against hundreds of
-nodes per cycle, so the framework works on numpy index arrays over `Snapshot.node_info_list` and
-calls a plugin's optional batch method (`filter_nodes`, `score_nodes`, and `normalize_scores`
-on its ScoreExtensions, see `BatchScoreExtensions`) when it has one, falling back to the scalar
-method per plugin otherwise. Results are identical to the scalar path (tests check it on random
-clusters); `Framework(batch=False)` turns the batch methods off.
+Filter and Score over many nodes have one entry each, `run_filter_plugins_over` and
+`run_score_plugins_over`: with `batch=True` (the default) they go through the numpy batch engine
+(`batch.py`: many nodes per plugin call), with `batch=False` they take the literal node-by-node
+path (`run_filter_plugins` per node, `run_score_plugins`). Both give identical results (tests
+check it on random clusters), so the algorithm never branches on which one runs.
 
 The Framework is also the FrameworkHandle its plugins receive, as upstream's frameworkImpl is.
 """
@@ -33,30 +32,29 @@ The Framework is also the FrameworkHandle its plugins receive, as upstream's fra
 from __future__ import annotations
 
 import logging
-import operator
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, overload, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from proto import kse_pb2 as pb
+from scheduler.framework.batch import BatchEngine, FilterOutcome, NodeInfoView, ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MAX_TOTAL_SCORE,
     MIN_NODE_SCORE,
-    BatchFilterPlugin,
-    BatchScorePlugin,
     BindPlugin,
     ClusterEventWithHint,
     EnqueueExtensions,
     FilterPlugin,
+    NodePluginScores,
     NodeScore,
     PermitPlugin,
     Plugin,
     PluginFactory,
+    PluginScore,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -72,6 +70,16 @@ from scheduler.framework.interface import (
     SharedLister,
 )
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.plugin_status import (
+    error_status,
+    exception_status,
+    failed,
+    filter_failure,
+    invalid_score,
+    normalize_failure,
+    score_failure,
+    with_plugin,
+)
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -135,130 +143,10 @@ ALL_EVENTS = (
     ClusterEvent(EventResource.NODE, ActionType.ALL),
 )
 
-# Smallest number of nodes filtered in one batch (numpy calls cost the same for 1 or 64 rows).
-_MIN_FILTER_CHUNK = 64
-_MIN_SCALAR_CHUNK = 8
-
 Binder = Callable[[pb.Pod, str], Awaitable[None]]
 
 
-@runtime_checkable
-class BatchScoreExtensions(Protocol):
-    """Optional on a Score plugin's ScoreExtensions: NormalizeScore over an array of the raw
-    scores of the nodes (in place), equal to `normalize_score` on the same scores as NodeScores.
-    `node_infos` are the scored nodes, in the order of `scores`."""
-
-    def normalize_scores(
-        self, state: CycleState, pod_info: PodInfo, node_infos: Sequence[NodeInfo], scores: I64
-    ) -> Status | None: ...
-
-
-# ------------------------------------------------------------------------------------ results
-
-
-@dataclass(slots=True)
-class PluginScore:
-    name: str
-    score: int  # weighted
-
-
-@dataclass(slots=True)
-class NodePluginScores:
-    """A node's weighted score from each Score plugin and their sum (upstream NodePluginScores)."""
-
-    name: str
-    scores: list[PluginScore] = field(default_factory=list)
-    total_score: int = 0
-
-
-@dataclass
-class ScoreMatrix:
-    """Scores of the Score plugins that ran (not skipped), for nodes `indices` of the snapshot:
-    `scores[k, j]` is plugin k's score of node j after NormalizeScore and before its weight."""
-
-    plugins: list[str]
-    weights: list[int]
-    indices: IntP
-    scores: I64  # shape (len(plugins), len(indices))
-    totals: I64  # weighted sums, shape (len(indices),)
-
-    def node_plugin_scores(self, names: Sequence[str]) -> list[NodePluginScores]:
-        out = []
-        weighted = self.scores * np.asarray(self.weights, np.int64)[:, None]
-        cols = weighted.T.tolist()
-        totals = self.totals.tolist()
-        for j, name in enumerate(names):
-            out.append(
-                NodePluginScores(
-                    name, [PluginScore(p, s) for p, s in zip(self.plugins, cols[j], strict=True)], totals[j]
-                )
-            )
-        return out
-
-
-@dataclass
-class FilterOutcome:
-    """What `Framework.filter_batch` found, in scan order: feasible snapshot indices, the
-    rejected nodes with the status that rejected them, and an Error that stopped the scan."""
-
-    feasible: IntP
-    rejected: list[tuple[int, Status]]
-    error: Status | None = None
-
-    @property
-    def processed(self) -> int:
-        return len(self.feasible) + len(self.rejected)
-
-
-class NodeInfoView(Sequence[NodeInfo]):
-    """A read-only sequence of the NodeInfos at `indices` of a snapshot, without copying them
-    out (the nodes PreScore plugins receive)."""
-
-    __slots__ = ("_indices", "_infos")
-
-    def __init__(self, infos: Sequence[NodeInfo], indices: Sequence[int]) -> None:
-        self._infos = infos
-        self._indices = indices
-
-    def __len__(self) -> int:
-        return len(self._indices)
-
-    @overload
-    def __getitem__(self, i: int) -> NodeInfo: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[NodeInfo]: ...
-
-    def __getitem__(self, i: int | slice) -> NodeInfo | Sequence[NodeInfo]:
-        if isinstance(i, slice):
-            return [self._infos[j] for j in self._indices[i]]
-        return self._infos[self._indices[i]]
-
-    def __iter__(self) -> Iterator[NodeInfo]:
-        infos = self._infos
-        return (infos[j] for j in self._indices)
-
-
 # ------------------------------------------------------------------------------------ helpers
-
-
-def _failed(status: Status | None) -> bool:
-    return status is not None and status.code != Code.SUCCESS
-
-
-def _with_plugin(status: Status, plugin: str) -> Status:
-    """The status naming `plugin` (a copy: plugins may return shared Status objects)."""
-    if status.plugin == plugin:
-        return status
-    return Status(status.code, status.reasons, plugin)
-
-
-def _error(message: str, plugin: str = "") -> Status:
-    return Status(Code.ERROR, [message], plugin)
-
-
-def _exc_status(exc: BaseException) -> Status:
-    return Status(Code.ERROR, [str(exc) or type(exc).__name__])
 
 
 def _pod_uid(pod: pb.Pod) -> str:
@@ -313,7 +201,6 @@ class Framework:
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
         self._max_permit_timeout = max_permit_timeout
         self._timers = timers
-        self.batch = batch
         args = plugin_args or {}
 
         # Instantiate every plugin the profile uses, once (upstream pluginsNeeded + factories).
@@ -361,17 +248,6 @@ class Framework:
                 f'at least one bind plugin is needed for profile with scheduler name "{profile_name}"'
             )
         self._queue_sort = queue_sort[0][1]
-        # Batch capabilities, resolved once (isinstance against a runtime-checkable Protocol
-        # costs tens of microseconds).
-        self._filter_batch: dict[str, Callable[..., npt.NDArray[np.bool_]]] = {
-            name: plugin.filter_nodes
-            for name, plugin in self._filter
-            if isinstance(plugin, BatchFilterPlugin)
-        }
-        self._score_batch: dict[str, Callable[..., I64]] = {
-            name: plugin.score_nodes for name, plugin in self._score if isinstance(plugin, BatchScorePlugin)
-        }
-
         # Score weights (upstream getScoreWeights): unset or 0 reads as 1; the weighted maximum
         # must not overflow int64.
         self.score_weights: dict[str, int] = {}
@@ -382,6 +258,8 @@ class Framework:
                 raise ValueError("total score of Score plugins could overflow")
             total += weight * MAX_NODE_SCORE
             self.score_weights[ref.name] = weight
+        self._batch = batch
+        self._engine = BatchEngine(self._filter, self._score, self.score_weights, use_batch_methods=batch)
 
     # ------------------------------------------------------------------ profile
 
@@ -393,6 +271,11 @@ class Framework:
     def percentage_of_nodes_to_score(self) -> int | None:
         """The profile's percentageOfNodesToScore, None when the profile leaves it unset."""
         return self._percentage_of_nodes_to_score
+
+    @property
+    def batch(self) -> bool:
+        """Whether Filter and Score go through the batch engine (`batch.py`)."""
+        return self._batch
 
     def has_filter_plugins(self) -> bool:
         return bool(self._filter)
@@ -422,9 +305,6 @@ class Framework:
         out = {point: [name for name, _ in plugins] for point, plugins in lists.items()}
         out["queueSort"] = [self._queue_sort.name()]
         return {k: v for k, v in out.items() if v}
-
-    def score_plugin_names(self) -> list[str]:
-        return [name for name, _ in self._score]
 
     # ------------------------------------------------------------------ handle
 
@@ -488,10 +368,10 @@ class Framework:
             try:
                 status = plugin.pre_enqueue(pod_info)
             except Exception as e:
-                status = _exc_status(e)
-            if _failed(status):
+                status = exception_status(e)
+            if failed(status):
                 assert status is not None
-                return _with_plugin(status, name)
+                return with_plugin(status, name)
         return None
 
     def queue_sort_less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -522,7 +402,7 @@ class Framework:
         try:
             nodes = self._all_nodes()
         except Exception as e:
-            return None, _error(f"getting all nodes: {e}"), set()
+            return None, error_status(f"getting all nodes: {e}", err=e), set()
         result: PreFilterResult | None = None
         plugins_with_nodes: set[str] = set()
         return_status: Status | None = None
@@ -530,13 +410,13 @@ class Framework:
             try:
                 r, s = plugin.pre_filter(state, pod_info, nodes)
             except Exception as e:
-                r, s = None, _exc_status(e)
+                r, s = None, exception_status(e)
             if s is not None and s.code == Code.SKIP:
                 skip.add(name)
                 continue
-            if _failed(s):
+            if failed(s):
                 assert s is not None
-                s = _with_plugin(s, name)
+                s = with_plugin(s, name)
                 if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     # Preemption cannot help: no need to run the other PreFilter plugins.
                     return None, s, set()
@@ -544,7 +424,11 @@ class Framework:
                     # Preemption may help later in this cycle, which needs every PreFilter state.
                     return_status = s
                     continue
-                return None, _error(f'running PreFilter plugin "{name}": {s.message()}', name), set()
+                return (
+                    None,
+                    error_status(f'running PreFilter plugin "{name}": {s.message()}', name, s.err),
+                    set(),
+                )
             if r is not None and not r.all_nodes():
                 plugins_with_nodes.add(name)
             if r is not None:
@@ -558,45 +442,6 @@ class Framework:
                 return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg]), plugins_with_nodes
         return result, return_status, plugins_with_nodes
 
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
-    ) -> Status | None:
-        for name, plugin in self._pre_filter:
-            ext = plugin.pre_filter_extensions()
-            if ext is None or name in state.skip_filter_plugins:
-                continue
-            try:
-                s = ext.add_pod(state, pod_to_schedule, pod_to_add, node_info)
-            except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
-                assert s is not None
-                return _error(f'running AddPod on PreFilter plugin "{name}": {s.message()}')
-        return None
-
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
-    ) -> Status | None:
-        for name, plugin in self._pre_filter:
-            ext = plugin.pre_filter_extensions()
-            if ext is None or name in state.skip_filter_plugins:
-                continue
-            try:
-                s = ext.remove_pod(state, pod_to_schedule, pod_to_remove, node_info)
-            except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
-                assert s is not None
-                return _error(f'running RemovePod on PreFilter plugin "{name}": {s.message()}')
-        return None
-
-    @staticmethod
-    def _filter_failure(name: str, status: Status) -> Status:
-        if status.is_rejected():
-            return _with_plugin(status, name)
-        # Filter plugins may only succeed or reject; anything else is an error.
-        return _error(f'running "{name}" filter plugin: {status.message()}', name)
-
     def run_filter_plugins(self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo) -> Status | None:
         """Whether the pod fits the node: the first plugin that does not pass decides, and the
         status names it (upstream RunFilterPlugins)."""
@@ -607,11 +452,42 @@ class Framework:
             try:
                 s = plugin.filter(state, pod_info, node_info)
             except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
+                s = exception_status(e)
+            if failed(s):
                 assert s is not None
-                return self._filter_failure(name, s)
+                return filter_failure(name, s)
         return None
+
+    def run_filter_plugins_over(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        snapshot: Snapshot,
+        order: IntP,
+        num_to_find: int,
+    ) -> FilterOutcome:
+        """Filter the nodes `order` (indices of `snapshot.node_info_list`, in scan order) until
+        `num_to_find` passed or one gives an Error: the loop of upstream findNodesThatPassFilters
+        with parallelism 1. With `batch` the engine evaluates many nodes per plugin call; without,
+        `run_filter_plugins` runs node after node. Both give the same outcome."""
+        if self._batch:
+            return self._engine.filter(state, pod_info, snapshot, order, num_to_find)
+        infos = snapshot.node_info_list
+        rejected: list[tuple[int, Status]] = []
+        feasible: list[int] = []
+        error: Status | None = None
+        for i in order.tolist():
+            s = self.run_filter_plugins(state, pod_info, infos[i])
+            if s is None or s.code == Code.SUCCESS:
+                feasible.append(i)
+                if len(feasible) >= num_to_find:
+                    break
+            elif s.code == Code.ERROR:
+                error = s
+                break
+            else:
+                rejected.append((i, s))
+        return FilterOutcome(np.array(feasible, dtype=np.intp), rejected, error)
 
     def filter_batch(
         self,
@@ -621,95 +497,9 @@ class Framework:
         order: IntP,
         num_to_find: int,
     ) -> FilterOutcome:
-        """Run Filter on the nodes `order` (indices of `snapshot.node_info_list`, in scan order)
-        until `num_to_find` nodes passed, as upstream findNodesThatPassFilters scanning one node
-        after the other: the result is the same as calling `run_filter_plugins` per node in that
-        order and stopping at the `num_to_find`-th feasible node (or at the first Error).
-
-        Nodes are evaluated in chunks, plugin by plugin: a batch-capable plugin filters the whole
-        chunk at once and its scalar `filter` is called only for the nodes it rejected, to get
-        their status; other plugins are called per node still in the running."""
-        skip = state.skip_filter_plugins
-        batch = self._filter_batch if self.batch else {}
-        chain = [(name, plugin, batch.get(name)) for name, plugin in self._filter if name not in skip]
-        infos = snapshot.node_info_list
-        feasible_parts: list[IntP] = []
-        rejected: list[tuple[int, Status]] = []
-        n = len(order)
-        found = pos = 0
-        # Nodes past the cutoff of a chunk are evaluated for nothing: cheap in a batch call, not
-        # per node, so chunks stay small when a plugin runs per node.
-        min_chunk = _MIN_FILTER_CHUNK if all(fn is not None for _, _, fn in chain) else _MIN_SCALAR_CHUNK
-        chunk = max(num_to_find, min_chunk)
-        while pos < n and found < num_to_find:
-            cand = order[pos : pos + chunk]
-            alive, statuses = self._filter_chunk(chain, state, pod_info, snapshot, infos, cand)
-            passing = np.flatnonzero(alive)
-            need = num_to_find - found
-            end = len(cand)
-            if len(passing) >= need:
-                passing = passing[:need]
-                end = int(passing[-1]) + 1  # nodes after the last needed one are not processed
-            error_at = next((p for p in sorted(statuses) if p < end and statuses[p].code == Code.ERROR), None)
-            if error_at is not None:
-                # As a sequential scan, stop at the first Error; nodes before it stay processed.
-                passing = passing[passing < error_at]
-                feasible_parts.append(cand[passing])
-                rejected.extend((int(cand[p]), statuses[p]) for p in sorted(statuses) if p < error_at)
-                return FilterOutcome(_concat(feasible_parts), rejected, statuses[error_at])
-            feasible_parts.append(cand[passing])
-            rejected.extend((int(cand[p]), statuses[p]) for p in sorted(statuses) if p < end)
-            found += len(passing)
-            pos += end
-            chunk = max(2 * (num_to_find - found), min_chunk)
-        return FilterOutcome(_concat(feasible_parts), rejected)
-
-    def _filter_chunk(
-        self,
-        chain: Sequence[tuple[str, FilterPlugin, Callable[..., npt.NDArray[np.bool_]] | None]],
-        state: CycleState,
-        pod_info: PodInfo,
-        snapshot: Snapshot,
-        infos: Sequence[NodeInfo],
-        cand: IntP,
-    ) -> tuple[npt.NDArray[np.bool_], dict[int, Status]]:
-        """Filter the nodes `cand`: (passed mask over cand, position in cand -> status)."""
-        m = len(cand)
-        alive = np.ones(m, dtype=bool)
-        statuses: dict[int, Status] = {}
-        cand_list: list[int] | None = None
-        for name, plugin, batch_fn in chain:
-            # Positions still in the running; None while all are (the common case).
-            positions = np.flatnonzero(alive) if statuses else None
-            if positions is not None and not len(positions):
-                break
-            check: Iterable[int]
-            if batch_fn is not None:
-                try:
-                    ok = batch_fn(state, pod_info, snapshot, cand if positions is None else cand[positions])
-                    rejected = np.flatnonzero(~ok) if positions is None else positions[~ok]
-                    if not len(rejected):
-                        continue
-                    check = rejected.tolist()
-                except Exception:
-                    log.exception("batch Filter of plugin %s failed; using its scalar Filter", name)
-                    check = range(m) if positions is None else positions.tolist()
-            else:
-                check = range(m) if positions is None else positions.tolist()
-            if cand_list is None:
-                cand_list = cand.tolist()
-            f = plugin.filter
-            # The scalar Filter gives the status of each node the batch rejected (and decides for
-            # plugins without a batch method).
-            for p in check:
-                try:
-                    s = f(state, pod_info, infos[cand_list[p]])
-                except Exception as e:
-                    s = _exc_status(e)
-                if s is not None and s.code != Code.SUCCESS:
-                    statuses[p] = self._filter_failure(name, s)
-                    alive[p] = False
-        return alive, statuses
+        """The batch engine's Filter scan, whatever `batch` says (with `batch=False` it calls
+        only the plugins' scalar methods, in chunks): what tests compare with the literal path."""
+        return self._engine.filter(state, pod_info, snapshot, order, num_to_find)
 
     # ------------------------------------------------------------------ PostFilter
 
@@ -725,14 +515,14 @@ class Framework:
             try:
                 r, s = plugin.post_filter(state, pod_info, filtered_node_status)
             except Exception as e:
-                r, s = None, _exc_status(e)
-            if not _failed(s):
+                r, s = None, exception_status(e)
+            if not failed(s):
                 return r, s
             assert s is not None
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return r, _with_plugin(s, name)
+                return r, with_plugin(s, name)
             if not s.is_rejected():
-                return None, _error(s.message(), name)
+                return None, error_status(s.message(), name, s.err)
             if r is not None and r.nominated_node_name:
                 result = r
             reasons.extend(s.reasons)
@@ -753,13 +543,13 @@ class Framework:
                 try:
                     s = plugin.pre_score(state, pod_info, nodes)
                 except Exception as e:
-                    s = _exc_status(e)
+                    s = exception_status(e)
                 if s is not None and s.code == Code.SKIP:
                     skip.add(name)
                     continue
-                if _failed(s):
+                if failed(s):
                     assert s is not None
-                    return _error(f'running PreScore plugin "{name}": {s.message()}')
+                    return error_status(f'running PreScore plugin "{name}": {s.message()}', err=s.err)
             return None
         finally:
             state.skip_score_plugins = skip
@@ -778,10 +568,10 @@ class Framework:
                 try:
                     value, s = plugin.score(state, pod_info, ni)
                 except Exception as e:
-                    value, s = 0, _exc_status(e)
-                if _failed(s):
+                    value, s = 0, exception_status(e)
+                if failed(s):
                     assert s is not None
-                    return [], _error(f'running Score plugins: plugin "{name}" failed with: {s.message()}')
+                    return [], score_failure(name, s)
                 scores.append(NodeScore(ni.name, value))
             per_plugin.append(scores)
         for (name, plugin), scores in zip(plugins, per_plugin, strict=True):
@@ -791,98 +581,43 @@ class Framework:
             try:
                 s = ext.normalize_score(state, pod_info, scores)
             except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
+                s = exception_status(e)
+            if failed(s):
                 assert s is not None
-                return [], _error(
-                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}'
-                )
+                return [], normalize_failure(name, s)
         out = []
         for j, ni in enumerate(nodes):
             nps = NodePluginScores(ni.name, [])
             for (name, _), scores in zip(plugins, per_plugin, strict=True):
                 score = scores[j].score
                 if score > MAX_NODE_SCORE or score < MIN_NODE_SCORE:
-                    return [], _error(_invalid_score_message(name, score))
+                    return [], invalid_score(name, score)
                 weighted = score * self.score_weights[name]
                 nps.scores.append(PluginScore(name, weighted))
                 nps.total_score += weighted
             out.append(nps)
         return out, None
 
+    def run_score_plugins_over(
+        self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: IntP
+    ) -> tuple[ScoreMatrix | None, Status | None]:
+        """Score the nodes at `indices` of the snapshot (upstream RunScorePlugins), as a
+        ScoreMatrix; (None, status) on failure. With `batch` the engine scores arrays of nodes;
+        without, `run_score_plugins` runs node after node. Both give the same scores."""
+        if self._batch:
+            return self._engine.score(state, pod_info, snapshot, indices)
+        view = NodeInfoView(snapshot.node_info_list, indices.tolist())
+        scores, s = self.run_score_plugins(state, pod_info, view)
+        if failed(s):
+            return None, s
+        return ScoreMatrix.of_node_plugin_scores(scores, self.score_weights, indices), None
+
     def score_matrix(
         self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: IntP
     ) -> tuple[ScoreMatrix | None, Status | None]:
-        """`run_score_plugins` for the nodes at `indices` of the snapshot, as arrays: a batch
-        plugin scores all nodes at once (`score_nodes`) and normalizes an array
-        (`normalize_scores`) when it can; other plugins run per node."""
-        plugins = [(n, p) for n, p in self._score if n not in state.skip_score_plugins]
-        infos = snapshot.node_info_list
-        n = len(indices)
-        idx_list: list[int] | None = None
-        raws: list[I64] = []
-        for name, plugin in plugins:
-            arr: I64 | None = None
-            batch_fn = self._score_batch.get(name) if self.batch else None
-            if batch_fn is not None:
-                try:
-                    arr = np.array(batch_fn(state, pod_info, snapshot, indices), dtype=np.int64)
-                except Exception:
-                    log.exception("batch Score of plugin %s failed; using its scalar Score", name)
-            if arr is None:
-                if idx_list is None:
-                    idx_list = indices.tolist()
-                values = []
-                score = plugin.score
-                for i in idx_list:
-                    try:
-                        value, s = score(state, pod_info, infos[i])
-                    except Exception as e:
-                        value, s = 0, _exc_status(e)
-                    if s is not None and s.code != Code.SUCCESS:
-                        return None, _error(
-                            f'running Score plugins: plugin "{name}" failed with: {s.message()}'
-                        )
-                    values.append(value)
-                arr = np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
-            raws.append(arr)
-        view: NodeInfoView | None = None
-        names: list[str] | None = None
-        for k, (name, plugin) in enumerate(plugins):
-            ext = plugin.score_extensions()
-            if ext is None:
-                continue
-            if view is None:
-                view = NodeInfoView(infos, indices.tolist() if idx_list is None else idx_list)
-            normalize_batch = getattr(ext, "normalize_scores", None) if self.batch else None
-            try:
-                if normalize_batch is not None:
-                    s = normalize_batch(state, pod_info, view, raws[k])
-                else:
-                    if names is None:
-                        names = [
-                            infos[i].name for i in (idx_list if idx_list is not None else indices.tolist())
-                        ]
-                    node_scores = list(map(NodeScore, names, raws[k].tolist()))
-                    s = ext.normalize_score(state, pod_info, node_scores)
-                    raws[k] = np.fromiter(map(_score_of, node_scores), np.int64, n)
-            except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
-                assert s is not None
-                return None, _error(
-                    f'running Normalize on Score plugins: plugin "{name}" failed with: {s.message()}'
-                )
-        scores = np.vstack(raws) if raws else np.zeros((0, n), np.int64)
-        if n and len(plugins) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-            bad = (scores > MAX_NODE_SCORE) | (scores < MIN_NODE_SCORE)
-            # upstream reports the first node (in node order) with an out-of-range score
-            j = int(np.flatnonzero(bad.any(axis=0))[0])
-            k = int(np.flatnonzero(bad[:, j])[0])
-            return None, _error(_invalid_score_message(plugins[k][0], int(scores[k, j])))
-        weights = [self.score_weights[name] for name, _ in plugins]
-        totals = np.asarray(weights, np.int64) @ scores if plugins else np.zeros(n, np.int64)
-        return ScoreMatrix([name for name, _ in plugins], weights, indices, scores, totals), None
+        """The batch engine's Score, whatever `batch` says (with `batch=False` it calls only the
+        plugins' scalar methods): what tests compare with `run_score_plugins`."""
+        return self._engine.score(state, pod_info, snapshot, indices)
 
     # ------------------------------------------------------------------ Reserve / Permit
 
@@ -894,12 +629,12 @@ class Framework:
             try:
                 s = plugin.reserve(state, pod_info, node_name)
             except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
+                s = exception_status(e)
+            if failed(s):
                 assert s is not None
                 if s.is_rejected():
-                    return _with_plugin(s, name)
-                return _error(f'running Reserve plugin "{name}": {s.message()}', name)
+                    return with_plugin(s, name)
+                return error_status(f'running Reserve plugin "{name}": {s.message()}', name, s.err)
         return None
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod_info: PodInfo, node_name: str) -> None:
@@ -919,16 +654,16 @@ class Framework:
             try:
                 s, timeout = plugin.permit(state, pod_info, node_name)
             except Exception as e:
-                s, timeout = _exc_status(e), 0.0
-            if not _failed(s):
+                s, timeout = exception_status(e), 0.0
+            if not failed(s):
                 continue
             assert s is not None
             if s.is_rejected():
-                return _with_plugin(s, name)
+                return with_plugin(s, name)
             if s.code == Code.WAIT:
                 waits[name] = min(float(timeout), self._max_permit_timeout)
                 continue
-            return _error(f'running Permit plugin "{name}": {s.message()}', name)
+            return error_status(f'running Permit plugin "{name}": {s.message()}', name, s.err)
         if waits:
             pod = pod_info.pod
             self.waiting_pods.add(WaitingPod(pod, waits, self._timers))
@@ -954,12 +689,12 @@ class Framework:
             s = await wp.wait()
         finally:
             self.waiting_pods.remove(uid)
-        if not _failed(s):
+        if not failed(s):
             return None
         assert s is not None
         if s.is_rejected():
             return s
-        return _error(f"waiting on permit for pod: {s.message()}", s.plugin)
+        return error_status(f"waiting on permit for pod: {s.message()}", s.plugin, s.err)
 
     # ------------------------------------------------------------------ binding cycle
 
@@ -972,12 +707,12 @@ class Framework:
             try:
                 s = await plugin.pre_bind(state, pod_info, node_name)
             except Exception as e:
-                s = _exc_status(e)
-            if _failed(s):
+                s = exception_status(e)
+            if failed(s):
                 assert s is not None
                 if s.is_rejected():
-                    return _with_plugin(s, name)
-                return _error(f'running PreBind plugin "{name}": {s.message()}')
+                    return with_plugin(s, name)
+                return error_status(f'running PreBind plugin "{name}": {s.message()}', err=s.err)
         return None
 
     async def run_bind_plugins(self, state: CycleState, pod_info: PodInfo, node_name: str) -> Status | None:
@@ -988,14 +723,14 @@ class Framework:
             try:
                 status = await plugin.bind(state, pod_info, node_name)
             except Exception as e:
-                status = _exc_status(e)
+                status = exception_status(e)
             if status is not None and status.code == Code.SKIP:
                 continue
-            if _failed(status):
+            if failed(status):
                 assert status is not None
                 if status.is_rejected():
-                    return _with_plugin(status, name)
-                return _error(f'running Bind plugin "{name}": {status.message()}')
+                    return with_plugin(status, name)
+                return error_status(f'running Bind plugin "{name}": {status.message()}', err=status.err)
             return status
         return status
 
@@ -1005,21 +740,3 @@ class Framework:
                 await plugin.post_bind(state, pod_info, node_name)
             except Exception:
                 log.exception("PostBind of plugin %s failed for pod %s", name, pod_info.key)
-
-
-_score_of = operator.attrgetter("score")
-
-
-def _invalid_score_message(plugin: str, score: int) -> str:
-    return (
-        f'applying score defaultWeights on Score plugins: plugin "{plugin}" returns an invalid score '
-        f"{score}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing"
-    )
-
-
-def _concat(parts: list[IntP]) -> IntP:
-    if not parts:
-        return np.zeros(0, np.intp)
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate(parts)

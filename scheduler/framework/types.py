@@ -16,6 +16,9 @@ from proto import kse_pb2 as pb
 if TYPE_CHECKING:
     from scheduler.framework.nodeinfo import PodResource
 
+# Upstream NoNodeAvailableMsg: the head of every FitError message.
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
 
 class Code(enum.IntEnum):
     """Status codes, as upstream's framework.Code."""
@@ -32,11 +35,19 @@ class Code(enum.IntEnum):
 
 @dataclass
 class Status:
-    """The result of running a plugin. `None` as a status means success, as upstream's nil."""
+    """The result of running a plugin. `None` as a status means success, as upstream's nil.
+
+    An Error status may carry the error that caused it (`err`, upstream Status.err): a plugin
+    that fails on an exception returns `as_status(exc)`, and the framework keeps that error when
+    it rewords the status ("running Bind plugin ...: <message>"), as Go's `%w` keeps the error
+    `errors.As` finds. That is how the scheduler learns the *type* of a failed bind (a conflict,
+    a fenced write) without a side table. `err` takes no part in equality.
+    """
 
     code: Code = Code.SUCCESS
     reasons: list[str] = field(default_factory=list)
     plugin: str = ""  # the plugin that failed, filled in by the framework
+    err: BaseException | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def unschedulable(cls, *reasons: str, resolvable: bool = True) -> Status:
@@ -46,6 +57,16 @@ class Status:
     @classmethod
     def error(cls, message: str) -> Status:
         return cls(Code.ERROR, [message])
+
+    def as_error(self) -> BaseException | None:
+        """The error of a failed status (upstream Status.AsError, framework/interface.go): the
+        carried error when there is one, else an Exception with the status's message; None for
+        Success, Wait and Skip, which are not failures."""
+        if self.code in (Code.SUCCESS, Code.WAIT, Code.SKIP):
+            return None
+        if self.err is not None:
+            return self.err
+        return Exception(self.message())
 
     def is_success(self) -> bool:
         return self.code == Code.SUCCESS
@@ -59,6 +80,11 @@ class Status:
 
 def is_success(status: Status | None) -> bool:
     return status is None or status.code == Code.SUCCESS
+
+
+def as_status(err: BaseException) -> Status:
+    """An Error status carrying `err`, its message the error's text (upstream framework.AsStatus)."""
+    return Status(Code.ERROR, [str(err)], err=err)
 
 
 class EventResource(enum.Enum):
@@ -234,3 +260,66 @@ class QueuedPodInfo:
     @property
     def key(self) -> str:
         return self.pod_info.key
+
+
+# ------------------------------------------------------------------------------------ FitError
+
+
+@dataclass
+class Diagnosis:
+    """Why nodes were rejected (upstream framework.Diagnosis). `node_to_status` holds the nodes
+    rejected explicitly; every other node of the cycle that did not pass has
+    `absent_nodes_status` (set when PreFilter rejected everything or narrowed the nodes)."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    absent_nodes_status: Status = field(default_factory=lambda: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add_plugin_status(self, status: Status) -> None:
+        """Record the plugin of a rejection (upstream Diagnosis.AddPluginStatus)."""
+        if not status.plugin:
+            return
+        if status.is_rejected():
+            self.unschedulable_plugins.add(status.plugin)
+        if status.code == Code.PENDING:
+            self.pending_plugins.add(status.plugin)
+
+    def status_of(self, node_name: str) -> Status:
+        return self.node_to_status.get(node_name, self.absent_nodes_status)
+
+
+class FitError(Exception):
+    """No node fits the pod (upstream framework.FitError). `str()` is upstream's message:
+    "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s)." with the
+    reasons counted over all nodes and sorted as strings, then the PostFilter message."""
+
+    def __init__(self, pod: pb.Pod, num_all_nodes: int, diagnosis: Diagnosis) -> None:
+        super().__init__()
+        self.pod = pod
+        self.num_all_nodes = num_all_nodes
+        self.diagnosis = diagnosis
+
+    def __str__(self) -> str:
+        d = self.diagnosis
+        msg = NO_NODE_AVAILABLE_MSG.format(self.num_all_nodes) + ":"
+        if d.pre_filter_msg:
+            # PreFilter rejected the pod: every node has that status, its reason is said once.
+            msg += f" {d.pre_filter_msg}."
+        else:
+            reasons: dict[str, int] = {}
+            for status in d.node_to_status.values():
+                for reason in status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            absent = self.num_all_nodes - len(d.node_to_status)
+            if absent > 0:
+                for reason in d.absent_nodes_status.reasons:
+                    reasons[reason] = reasons.get(reason, 0) + absent
+            histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+            if histogram:
+                msg += f" {', '.join(histogram)}."
+        if d.post_filter_msg:
+            msg += f" {d.post_filter_msg}"
+        return msg

@@ -1,4 +1,7 @@
-"""DefaultBinder: binds the pod through the API (upstream plugins/defaultbinder)."""
+"""DefaultBinder: binds the pod through the API (upstream plugins/defaultbinder).
+
+A failed API call becomes an Error status that carries the client's error (upstream
+`fwk.AsStatus(err)`), so the scheduler can tell a conflict or a fenced bind from the Status alone."""
 
 from __future__ import annotations
 
@@ -7,8 +10,7 @@ from typing import Any
 
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import FrameworkHandle
-from scheduler.framework.plugins.helper import as_status
-from scheduler.framework.types import PodInfo, Status
+from scheduler.framework.types import PodInfo, Status, as_status
 
 NAME = "DefaultBinder"
 

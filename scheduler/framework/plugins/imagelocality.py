@@ -18,7 +18,7 @@ import numpy.typing as npt
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import MAX_NODE_SCORE, FrameworkHandle, ScoreExtensions
 from scheduler.framework.nodeinfo import ImageStateSummary, NodeInfo, Snapshot
-from scheduler.framework.plugins.helper import go_div
+from scheduler.framework.plugins.helper.gomath import go_div
 from scheduler.framework.types import PodInfo, Status
 
 NAME = "ImageLocality"

@@ -25,19 +25,17 @@ from scheduler.framework.interface import (
     PreFilterResult,
 )
 from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.plugins.helper import (
-    DEFAULT_FEATURES,
-    IN,
+from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
+from scheduler.framework.plugins.helper.node_affinity import (
     OBJECT_NAME_FIELD,
-    Features,
     NodeSelector,
     PreferredSchedulingTerms,
     RequiredNodeAffinity,
-    as_objects,
-    as_status,
-    default_normalize_score,
     required_node_affinity,
 )
+from scheduler.framework.plugins.helper.normalize_score import default_normalize_score
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
+from scheduler.framework.plugins.helper.selectors import IN
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -46,6 +44,7 @@ from scheduler.framework.types import (
     PodInfo,
     QueueingHint,
     Status,
+    as_status,
 )
 
 NAME = "NodeAffinity"

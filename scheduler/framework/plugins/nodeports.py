@@ -15,7 +15,8 @@ from scheduler.framework.interface import (
     PreFilterResult,
 )
 from scheduler.framework.nodeinfo import HostPortInfo, NodeInfo, pod_host_ports_of
-from scheduler.framework.plugins.helper import as_objects, state_read_status
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
+from scheduler.framework.plugins.helper.status import state_read_status
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

@@ -13,11 +13,11 @@ from proto import kse_pb2 as pb
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ClusterEventWithHint, FrameworkHandle
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot, Taint
-from scheduler.framework.plugins.helper import (
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
+from scheduler.framework.plugins.helper.taints import (
     TAINT_EFFECT_NO_SCHEDULE,
     TAINT_NODE_UNSCHEDULABLE,
     Toleration,
-    as_objects,
     pod_tolerations,
     tolerations_tolerate_taint,
 )

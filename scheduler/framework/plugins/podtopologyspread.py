@@ -41,21 +41,17 @@ from scheduler.framework.interface import (
     PreFilterResult,
 )
 from scheduler.framework.nodeinfo import NodeInfo
-from scheduler.framework.plugins.helper import (
-    DEFAULT_FEATURES,
-    Features,
-    RequiredNodeAffinity,
+from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
+from scheduler.framework.plugins.helper.gomath import go_round
+from scheduler.framework.plugins.helper.node_affinity import RequiredNodeAffinity, required_node_affinity
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
+from scheduler.framework.plugins.helper.selectors import merge_label_set_with_selector, selector_from_proto
+from scheduler.framework.plugins.helper.status import state_read_status
+from scheduler.framework.plugins.helper.taints import (
     Toleration,
-    as_objects,
-    as_status,
     do_not_schedule_taints_filter,
     find_matching_untolerated_taint,
-    go_round,
-    merge_label_set_with_selector,
     pod_tolerations,
-    required_node_affinity,
-    selector_from_proto,
-    state_read_status,
 )
 from scheduler.framework.types import (
     ActionType,
@@ -65,6 +61,7 @@ from scheduler.framework.types import (
     PodInfo,
     QueueingHint,
     Status,
+    as_status,
 )
 
 NAME = "PodTopologySpread"

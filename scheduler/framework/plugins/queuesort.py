@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.framework.interface import FrameworkHandle
-from scheduler.framework.plugins.helper import pod_priority
+from scheduler.framework.plugins.helper.priority import pod_priority
 from scheduler.framework.types import QueuedPodInfo
 
 NAME = "PrioritySort"

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 from scheduler.framework.interface import PluginFactory
 from scheduler.framework.plugins import (
-    balanced_allocation,
     defaultbinder,
     imagelocality,
     nodeaffinity,
     nodename,
     nodeports,
-    noderesources_fit,
     nodeunschedulable,
     podtopologyspread,
     queuesort,
     schedulinggates,
     tainttoleration,
 )
+from scheduler.framework.plugins.noderesources import balanced_allocation, fit
 
 REGISTRY: dict[str, PluginFactory] = {
     queuesort.NAME: queuesort.new,
@@ -29,7 +28,7 @@ REGISTRY: dict[str, PluginFactory] = {
     nodeunschedulable.NAME: nodeunschedulable.new,
     nodename.NAME: nodename.new,
     nodeports.NAME: nodeports.new,
-    noderesources_fit.NAME: noderesources_fit.new,
+    fit.NAME: fit.new,
     balanced_allocation.NAME: balanced_allocation.new,
     tainttoleration.NAME: tainttoleration.new,
     nodeaffinity.NAME: nodeaffinity.new,

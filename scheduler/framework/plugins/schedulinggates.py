@@ -8,7 +8,7 @@ from typing import Any
 
 from proto import kse_pb2 as pb
 from scheduler.framework.interface import ClusterEventWithHint, FrameworkHandle
-from scheduler.framework.plugins.helper import as_objects
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

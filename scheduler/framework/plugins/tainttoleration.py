@@ -26,18 +26,17 @@ from scheduler.framework.interface import (
     NodeScore,
 )
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.plugins.helper import (
-    DEFAULT_FEATURES,
+from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
+from scheduler.framework.plugins.helper.normalize_score import default_normalize_score
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
+from scheduler.framework.plugins.helper.status import state_read_status
+from scheduler.framework.plugins.helper.taints import (
     TAINT_EFFECT_PREFER_NO_SCHEDULE,
-    Features,
     Toleration,
-    as_objects,
-    default_normalize_score,
     do_not_schedule_taints_filter,
     find_matching_untolerated_taint,
     find_matching_untolerated_taint_checked,
     pod_tolerations,
-    state_read_status,
     taints_of,
     tolerations_tolerate_taint,
 )

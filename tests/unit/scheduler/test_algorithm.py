@@ -15,9 +15,7 @@ import pytest
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
     AlgorithmState,
-    Diagnosis,
     FeasibleNodes,
-    FitError,
     NoNodesAvailableError,
     SchedulingError,
     find_nodes_that_fit,
@@ -28,9 +26,9 @@ from scheduler.algorithm import (
     select_host,
 )
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import NodePluginScores
 from scheduler.framework.nodeinfo import Snapshot
-from scheduler.framework.runtime import NodePluginScores
-from scheduler.framework.types import Code, PodInfo, Status
+from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 from scheduler.profile import load_scheduler_config, new_framework
 from tests.unit.scheduler.test_runtime import Filter, PreScore, Score
 from tests.unit.scheduler.test_runtime import new_framework as fake_framework

@@ -11,7 +11,7 @@ import pytest
 from proto import kse_pb2 as pb
 from scheduler.framework.interface import MAX_NODE_SCORE
 from scheduler.framework.nodeinfo import Snapshot
-from scheduler.framework.plugins import balanced_allocation as ba
+from scheduler.framework.plugins.noderesources import balanced_allocation as ba
 from scheduler.framework.types import Code, PodInfo
 
 from .wrappers import make_pod, new_state, resource_node, score_all

@@ -12,9 +12,9 @@ import pytest
 
 from proto import kse_pb2 as pb
 from scheduler.framework.nodeinfo import Snapshot
-from scheduler.framework.plugins import balanced_allocation as ba
 from scheduler.framework.plugins import imagelocality, nodename, nodeunschedulable, tainttoleration
-from scheduler.framework.plugins import noderesources_fit as fit
+from scheduler.framework.plugins.noderesources import balanced_allocation as ba
+from scheduler.framework.plugins.noderesources import fit
 from scheduler.framework.types import PodInfo
 
 from .wrappers import FakeHandle, make_node, make_pod, new_state

@@ -13,7 +13,7 @@ from proto import kse_pb2 as pb
 from scheduler.framework.interface import MAX_NODE_SCORE, NodeScore, PreFilterResult
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.plugins import nodeaffinity as na
-from scheduler.framework.plugins.helper import Features
+from scheduler.framework.plugins.feature import Features
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

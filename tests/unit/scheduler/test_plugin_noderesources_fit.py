@@ -13,9 +13,9 @@ import pytest
 
 from proto import kse_pb2 as pb
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.plugins import noderesources_fit as fit
-from scheduler.framework.plugins.helper import Features
-from scheduler.framework.plugins.noderesources_fit import InsufficientResource as IR
+from scheduler.framework.plugins.feature import Features
+from scheduler.framework.plugins.noderesources import fit
+from scheduler.framework.plugins.noderesources.fit import InsufficientResource as IR
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

@@ -16,9 +16,9 @@ import pytest
 from proto import kse_pb2 as pb
 from scheduler.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE
 from scheduler.framework.nodeinfo import Snapshot
-from scheduler.framework.plugins import noderesources_fit as fit
-from scheduler.framework.plugins.helper import FunctionShapePoint, build_broken_linear_function
-from scheduler.framework.plugins.noderesources_scoring import (
+from scheduler.framework.plugins.helper.shape_score import FunctionShapePoint, build_broken_linear_function
+from scheduler.framework.plugins.noderesources import fit
+from scheduler.framework.plugins.noderesources.resource_allocation import (
     ResourceSpec,
     broken_linear_vector,
     strategy_scorer,

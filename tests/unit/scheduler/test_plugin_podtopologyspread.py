@@ -15,7 +15,8 @@ from proto import kse_pb2 as pb
 from scheduler.framework.interface import NodeScore
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.plugins import podtopologyspread as pts
-from scheduler.framework.plugins.helper import TAINT_NODE_UNSCHEDULABLE, Features
+from scheduler.framework.plugins.feature import Features
+from scheduler.framework.plugins.helper.taints import TAINT_NODE_UNSCHEDULABLE
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

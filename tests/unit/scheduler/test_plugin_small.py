@@ -21,7 +21,8 @@ from scheduler.framework.plugins import (
     queuesort,
     schedulinggates,
 )
-from scheduler.framework.plugins.helper import TAINT_NODE_UNSCHEDULABLE, default_normalize_score
+from scheduler.framework.plugins.helper.normalize_score import default_normalize_score
+from scheduler.framework.plugins.helper.taints import TAINT_NODE_UNSCHEDULABLE
 from scheduler.framework.plugins.registry import REGISTRY
 from scheduler.framework.types import (
     ActionType,

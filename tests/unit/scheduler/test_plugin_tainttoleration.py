@@ -11,7 +11,7 @@ from proto import kse_pb2 as pb
 from scheduler.framework.interface import MAX_NODE_SCORE, NodeScore
 from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.plugins import tainttoleration as tt
-from scheduler.framework.plugins.helper import Features
+from scheduler.framework.plugins.feature import Features
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

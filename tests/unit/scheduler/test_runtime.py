@@ -15,10 +15,11 @@ import pytest
 
 from proto import kse_pb2 as pb
 from scheduler.apis.config.types import ExpandedPlugins, PluginRef
+from scheduler.framework.batch import NodeInfoView
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ClusterEventWithHint, NodeScore, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.runtime import ALL_EVENTS, Framework, NodeInfoView
+from scheduler.framework.runtime import ALL_EVENTS, Framework
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

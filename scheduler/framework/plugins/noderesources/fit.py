@@ -37,8 +37,13 @@ from scheduler.framework.nodeinfo import (
     Snapshot,
     is_extended_resource_name,
 )
-from scheduler.framework.plugins.helper import DEFAULT_FEATURES, Features, as_objects, state_read_status
-from scheduler.framework.plugins.noderesources_scoring import ResourceAllocationScorer, make_strategy_scorer
+from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
+from scheduler.framework.plugins.helper.queueing_hints import as_objects
+from scheduler.framework.plugins.helper.status import state_read_status
+from scheduler.framework.plugins.noderesources.resource_allocation import (
+    ResourceAllocationScorer,
+    make_strategy_scorer,
+)
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,

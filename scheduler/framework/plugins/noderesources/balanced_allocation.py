@@ -20,7 +20,7 @@ import numpy.typing as npt
 from scheduler.framework.cycle_state import CycleState, StateNotFoundError
 from scheduler.framework.interface import FrameworkHandle, ScoreExtensions
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.plugins.noderesources_scoring import (
+from scheduler.framework.plugins.noderesources.resource_allocation import (
     ResourceAllocationScorer,
     ResourceSpec,
     balanced_resource_scorer,

@@ -28,7 +28,8 @@ from scheduler.framework.nodeinfo import (
     ResourceArrays,
     is_scalar_resource_name,
 )
-from scheduler.framework.plugins.helper import FunctionShapePoint, build_broken_linear_function, round_ratio
+from scheduler.framework.plugins.helper.gomath import round_ratio
+from scheduler.framework.plugins.helper.shape_score import FunctionShapePoint, build_broken_linear_function
 from scheduler.framework.types import Code, PodInfo, Status
 
 I64 = npt.NDArray[np.int64]
