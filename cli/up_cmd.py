@@ -22,6 +22,7 @@ import collections
 import contextlib
 import json
 import logging
+import re
 import signal
 import sys
 import time
@@ -209,6 +210,12 @@ SHAPE_FLAGS = {
 }
 
 
+def _in_flags(text: str) -> str:
+    """A shape problem ("renew_deadline: must be < lease_duration (5s), got 6s") in the flags'
+    words ("--renew-deadline: must be < --lease-duration (5s), got 6s")."""
+    return re.sub(r"\b[a-z_]+\b", lambda m: SHAPE_FLAGS.get(m.group(0), m.group(0)), text)
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
     from harness.shape import ShapeError
 
@@ -216,7 +223,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         plan = plan_from_args(args)
     except ShapeError as e:
         for p in e.problems:
-            print(f"kse up: error: {SHAPE_FLAGS.get(p.field, p.field)}: {p.message}", file=sys.stderr)
+            print(f"kse up: error: {_in_flags(str(p))}", file=sys.stderr)
         return 2
     problems = plan.problems()
     if problems:

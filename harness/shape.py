@@ -130,7 +130,7 @@ class ElectionPlan:
             out.append(
                 ShapeProblem(
                     "retry_period",
-                    f"must be < renew_deadline / {JITTER_FACTOR:g} (client-go's JitterFactor), "
+                    f"must be < renew_deadline / {JITTER_FACTOR:g} (client-go's JitterFactor) = "
                     f"{renew / JITTER_FACTOR:g}s, got {retry:g}s",
                 )
             )

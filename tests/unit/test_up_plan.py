@@ -226,6 +226,7 @@ def test_a_bad_pod_lifetime_is_refused_naming_the_flag() -> None:
 def test_a_bad_election_is_refused_naming_the_flag(tmp_path: Path) -> None:
     bad = _kse_up("--lease-duration", "5", "--renew-deadline", "6", "--data-dir", str(tmp_path / "kse"))
     assert bad.returncode == 2, bad
-    assert "kse up: error: --renew-deadline: must be < lease_duration (5s), got 6s" in bad.stderr, bad.stderr
+    want = "kse up: error: --renew-deadline: must be < --lease-duration (5s), got 6s"
+    assert want in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr
     assert not (tmp_path / "kse").exists()  # refused before anything was made
