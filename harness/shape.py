@@ -52,9 +52,9 @@ class ShapeError(ValueError):
         self.problems = problems
 
 
-def _number(out: list[ShapeProblem], name: str, value: object) -> bool:
+def _number(out: list[ShapeProblem], name: str, value: object, what: str = "number of seconds") -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        out.append(ShapeProblem(name, f"must be a finite number of seconds, got {value!r}"))
+        out.append(ShapeProblem(name, f"must be a finite {what}, got {value!r}"))
         return False
     return True
 
@@ -153,7 +153,7 @@ class ClusterShape:
         out: list[ShapeProblem] = []
         _integer(out, "replicas", self.replicas, 1)
         _integer(out, "nodes", self.nodes, 0)
-        if _number(out, "rate", self.rate) and self.rate < 0:
+        if _number(out, "rate", self.rate, "number of pods per second") and self.rate < 0:
             out.append(ShapeProblem("rate", f"must be >= 0, got {self.rate:g}"))
         if _integer(out, "etcd_members", self.etcd_members, 1) and self.etcd_members % 2 == 0:
             out.append(ShapeProblem("etcd_members", f"must be odd (a quorum), got {self.etcd_members}"))
