@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from harness.procs.proctable import pid_alive
+from harness.procs.proctable import cmdline, pid_alive
 from harness.up import Cluster, ClusterPlan, ElectionPlan
 from harness.up.supervisor import BackoffPolicy
 from kse.config import ConnectionFile
@@ -58,7 +58,9 @@ def _remote_ports(pid: int) -> set[int]:
 
 
 def _cmdline(pid: int) -> list[str]:
-    return [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    argv = cmdline(pid)
+    assert argv is not None, f"pid {pid} is gone"
+    return argv
 
 
 def _refused(address: str) -> bool:
