@@ -32,8 +32,8 @@ def fencing_args(on: bool = True) -> tuple[str, ...]:
 
 def churn_delete_after(nodes: int, rate: float) -> float:
     """Workload churn: each pod is deleted this long after it runs (`kse up`'s default, see
-    `harness.up.topology.steady_pod_lifetime`)."""
-    from harness.up.topology import steady_pod_lifetime
+    `harness.up.plan.steady_pod_lifetime`)."""
+    from harness.up.plan import steady_pod_lifetime
 
     return steady_pod_lifetime(nodes, rate)
 

@@ -35,6 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chaos.backend import BackendError
+from harness.clusterfile import (
+    CLUSTER_FILE_NAME,
+    ClusterFile,
+    ClusterFileError,
+    ProcessEntry,
+    cluster_file_path,
+)
+from harness.procs.proctable import cmdline, pid_alive
 from kse.fileio import write_atomic
 
 if TYPE_CHECKING:
@@ -51,7 +59,7 @@ __all__ = [
     "write_clock_skew",
 ]
 
-CLUSTER_FILE = "cluster.json"  # in <data_dir>/run/, written by `kse up` (see the contract in harness.up)
+CLUSTER_FILE = CLUSTER_FILE_NAME  # in <data_dir>/run/, written by `kse up` (harness.clusterfile)
 CLOCK_SKEW_FLAG = "--clock-skew-file"
 
 
@@ -248,20 +256,6 @@ class LocalBackend:
 # ---------------------------------------------------------------------------------------------- attached
 
 
-def _alive(pid: int) -> bool:
-    from harness.up.topology import pid_alive
-
-    return pid_alive(pid)
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
 class AttachedLocalBackend:
     """Faults on a `kse up` running in another process, by pid (see the module doc).
 
@@ -276,12 +270,12 @@ class AttachedLocalBackend:
         self.restart_within = restart_within
         self.grace = grace
         info = self._read()
-        self.pki_dir = Path(str(info.get("pki_dir") or self.cluster_file.parent.parent / "pki"))
-        self.run_dir = Path(str(info.get("run_dir") or self.cluster_file.parent))
+        self.pki_dir = info.pki_dir
+        self.run_dir = info.run_dir
 
     @classmethod
     def from_data_dir(cls, data_dir: Path | str, **kwargs: Any) -> AttachedLocalBackend:
-        path = Path(data_dir).expanduser() / "run" / CLUSTER_FILE
+        path = cluster_file_path(data_dir)
         if not path.is_file():
             raise BackendError(
                 f"{path} does not exist: is a `kse up --data-dir {data_dir}` running (one that writes "
@@ -289,31 +283,28 @@ class AttachedLocalBackend:
             )
         return cls(path, **kwargs)
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> ClusterFile:
         try:
-            data = json.loads(self.cluster_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise BackendError(f"cannot read {self.cluster_file}: {e}") from e
-        if not isinstance(data, dict) or not isinstance(data.get("processes"), dict):
-            raise BackendError(f"{self.cluster_file}: no `processes` mapping")
-        return data
+            return ClusterFile.read(self.cluster_file)
+        except ClusterFileError as e:
+            raise BackendError(str(e)) from e
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ClusterFile:
         """cluster.json as it is now (`kse up` rewrites it whenever a process starts or exits)."""
         return self._read()
 
-    def _procs(self) -> dict[str, dict[str, Any]]:
-        return {str(k): v for k, v in self._read()["processes"].items() if isinstance(v, dict)}
+    def _procs(self) -> dict[str, ProcessEntry]:
+        return self._read().processes
 
-    def _entry(self, target: str) -> dict[str, Any]:
+    def _entry(self, target: str) -> ProcessEntry:
         procs = self._procs()
         if target not in procs:
             raise BackendError(f"no process {target!r} in {self.cluster_file} (have: {', '.join(procs)})")
         return procs[target]
 
     def _pid_of(self, target: str) -> int | None:
-        pid = self._entry(target).get("pid")
-        return pid if isinstance(pid, int) and pid > 0 and _alive(pid) else None
+        pid = self._entry(target).live_pid
+        return pid if pid is not None and pid_alive(pid) else None
 
     def _signal(self, target: str, sig: int) -> int:
         pid = self._pid_of(target)
@@ -329,16 +320,16 @@ class AttachedLocalBackend:
         return pid
 
     def _role(self, target: str) -> str:
-        return str(self._entry(target).get("role") or "")
+        return self._entry(target).role
 
     async def replicas(self) -> list[str]:
-        return sorted((n for n, p in self._procs().items() if p.get("role") == "scheduler"), key=natural_key)
+        return sorted(self._read().by_role("scheduler"), key=natural_key)
 
     async def identity(self, replica: str) -> str:
-        return str(self._entry(replica).get("identity") or "")
+        return self._entry(replica).identity or ""
 
     async def etcd_members(self) -> list[str]:
-        return sorted((n for n, p in self._procs().items() if p.get("role") == "etcd"), key=natural_key)
+        return sorted(self._read().by_role("etcd"), key=natural_key)
 
     async def pid(self, target: str) -> int | None:
         return self._pid_of(target)
@@ -362,10 +353,10 @@ class AttachedLocalBackend:
         pid = self._signal(target, signal.SIGTERM)
         deadline = time.monotonic() + self.grace
         while True:  # polled: the pid is not our child, nothing to wait on
-            if not _alive(pid) or time.monotonic() >= deadline:
+            if not pid_alive(pid) or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(0.02)
-        if _alive(pid):
+        if pid_alive(pid):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
         await self._after_stop(target, pid)
@@ -415,7 +406,7 @@ class AttachedLocalBackend:
 
     async def set_clock_skew(self, replica: str, offset_s: float, rate: float) -> None:
         pid = self._pid_of(replica)
-        argv = _cmdline(pid) if pid is not None else []
+        argv = (cmdline(pid) or []) if pid is not None else []
         path: Path | None = None
         for i, a in enumerate(argv):
             if a == CLOCK_SKEW_FLAG and i + 1 < len(argv):

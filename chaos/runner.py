@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
 import sys
 import time
 from collections import Counter
@@ -114,7 +113,7 @@ class RunOutcome:
 
 def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
     from chaos.local_backend import clock_skew_path
-    from harness.up import BackoffPolicy, ElectionPlan
+    from harness.up import BackoffPolicy
 
     c = s.cluster
     replica_args: dict[str, tuple[str, ...]] = {}
@@ -128,13 +127,7 @@ def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
         "nodes": c.nodes,
         "rate": c.rate,
         "etcd_members": c.etcd_members,
-        "election": ElectionPlan(
-            strategy=c.election,
-            lease_duration=c.lease_duration,
-            renew_deadline=c.renew_deadline,
-            retry_period=c.retry_period,
-            on_lost_lease=c.on_lost_lease,
-        ),
+        "election": c.election,
         # Restarts within a second or two: scenarios exercise failover, not crash-loop backoff.
         "restart_policy": BackoffPolicy(initial=0.5, cap=2.0, reset_after=max(5.0, 2 * c.lease_duration)),
         "grace": 10.0,
@@ -186,7 +179,6 @@ async def _run_fresh(
         data_dir = tmp / "kse"
         plan = ClusterPlan(data_dir=data_dir, **_plan_kwargs(scenario, seed, data_dir / "run"))
         if scenario.clock_skew:
-            await _need_clock_skew_flag()
             for name in plan.scheduler_names():
                 from chaos.local_backend import clock_skew_path
 
@@ -201,10 +193,6 @@ async def _run_fresh(
         drive: _Drive | None = None
         try:
             async with cluster:
-                if not cluster.leader_election:
-                    raise RunError("`kse scheduler` offers no leader election: no scenario can run")
-                if not cluster.audit_logs:
-                    raise RunError("`kse apiserver` has no --audit-log: the checker needs the audit log")
                 backend = LocalBackend(cluster)
                 workload = cluster.workload
 
@@ -233,16 +221,6 @@ async def _run_fresh(
         )
         say(f"scenario {scenario.name}: {'PASS' if outcome.passed else 'FAIL'}")
         return outcome
-
-
-async def _need_clock_skew_flag() -> None:
-    from harness.up.topology import probe_features
-
-    features = await probe_features()
-    if CLOCK_SKEW_FLAG not in features.scheduler_flags:
-        raise RunError(
-            f"`kse scheduler` has no {CLOCK_SKEW_FLAG} flag: a clock-skew scenario cannot skew its clocks"
-        )
 
 
 def _check(
@@ -419,24 +397,29 @@ def _attached_backend(data_dir: Path, backend: str) -> FaultBackend:
 
 
 def _attached_layout(data_dir: Path) -> dict[str, Any]:
-    """cluster.json if the data dir has one (`kse up`), else the compose layout's defaults."""
-    from chaos.local_backend import CLUSTER_FILE
+    """cluster.json if the data dir has one (`kse up`, `kse datadir init`), else the compose
+    layout's defaults; a cluster.json that cannot be read is refused, naming the field."""
+    from harness.clusterfile import ClusterFile, ClusterFileError, cluster_file_path
 
-    info: dict[str, Any] = {}
-    with contextlib.suppress(OSError, ValueError):
-        loaded = json.loads((data_dir / "run" / CLUSTER_FILE).read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            info = loaded
-    raw_lease = info.get("lease")
-    lease: dict[str, Any] = raw_lease if isinstance(raw_lease, dict) else {}
+    path = cluster_file_path(data_dir)
+    if not path.is_file():
+        return {
+            "connection_file": data_dir / "config.json",
+            "audit_log": data_dir / "audit" / "audit.jsonl",
+            "run_dir": data_dir / "run",
+            "lease": ("kube-system", "kube-scheduler"),
+            "lease_duration": None,
+        }
+    try:
+        info = ClusterFile.read(path)
+    except ClusterFileError as e:
+        raise RunError(str(e)) from e
     return {
-        "connection_file": Path(info.get("connection_file") or data_dir / "config.json"),
-        "audit_log": Path(info.get("audit_log") or data_dir / "audit" / "audit.jsonl"),
-        "run_dir": Path(info.get("run_dir") or data_dir / "run"),
-        "lease": (str(lease.get("namespace") or "kube-system"), str(lease.get("name") or "kube-scheduler")),
-        "lease_duration": float(lease["duration_s"])
-        if isinstance(lease.get("duration_s"), int | float)
-        else None,
+        "connection_file": info.connection_file,
+        "audit_log": info.audit_log or data_dir / "audit" / "audit.jsonl",
+        "run_dir": info.run_dir,
+        "lease": (info.lease.namespace, info.lease.name),
+        "lease_duration": info.lease.duration_s,
     }
 
 

@@ -71,6 +71,8 @@ from typing import Any
 
 import yaml
 
+from harness.shape import ClusterShape, ElectionPlan, ShapeError
+
 __all__ = [
     "CHECKS",
     "FAULTS",
@@ -126,17 +128,21 @@ class ScenarioError(ValueError):
     """A scenario that cannot be loaded; the message names the file and the field."""
 
 
-@dataclass(frozen=True)
-class ClusterSpec:
-    replicas: int = 3
-    nodes: int = 20
-    rate: float = 20.0
-    etcd_members: int = 1
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    election: str = "watch"
-    on_lost_lease: str = "exit"
+# A scenario's `cluster:` section is the shared cluster shape (validated there, once); its YAML keys
+# are flat: `election` is the strategy, the lease values are the election's.
+ClusterSpec = ClusterShape
+CLUSTER_KEYS: tuple[str, ...] = (
+    "replicas",
+    "nodes",
+    "rate",
+    "etcd_members",
+    "lease_duration",
+    "renew_deadline",
+    "retry_period",
+    "election",
+    "on_lost_lease",
+)
+_SHAPE_KEY = {"strategy": "election"}  # a shape field -> its key in `cluster:` (the rest are equal)
 
 
 @dataclass(frozen=True)
@@ -283,9 +289,12 @@ class Scenario:
                 c,
                 nodes=min(c.nodes, SHORT_NODES),
                 rate=min(c.rate, SHORT_RATE),
-                lease_duration=SHORT_LEASE[0],
-                renew_deadline=SHORT_LEASE[1],
-                retry_period=SHORT_LEASE[2],
+                election=replace(
+                    c.election,
+                    lease_duration=SHORT_LEASE[0],
+                    renew_deadline=SHORT_LEASE[1],
+                    retry_period=SHORT_LEASE[2],
+                ),
             ),
             faults=tuple(map(scale, self.faults)),
             random=rnd,
@@ -344,8 +353,9 @@ class _Fields:
         return self.data.get(key) is not None
 
     def number(
-        self, key: str, default: float | None = None, *, minimum: float = 0.0, strict: bool = True
+        self, key: str, default: float | None = None, *, minimum: float | None = 0.0, strict: bool = True
     ) -> float:
+        """A finite number; > `minimum` (>= with `strict=False`; None: any, the caller judges it)."""
         v = self.data.get(key)
         if v is None:
             if default is None:
@@ -353,17 +363,18 @@ class _Fields:
             return float(default)  # type: ignore[arg-type]
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             self.fail(key, f"must be a number of seconds, got {v!r}")
-        if (strict and v <= minimum) or (not strict and v < minimum):
+        if minimum is not None and ((strict and v <= minimum) or (not strict and v < minimum)):
             self.fail(key, f"must be {'>' if strict else '>='} {minimum:g}, got {v!r}")
         return float(v)
 
-    def integer(self, key: str, default: int, *, minimum: int) -> int:
+    def integer(self, key: str, default: int, *, minimum: int | None = None) -> int:
+        """An integer, >= `minimum` (None: any, the caller judges it)."""
         v = self.data.get(key)
         if v is None:
             return default
         if isinstance(v, bool) or not isinstance(v, int):
             self.fail(key, f"must be an integer, got {v!r}")
-        if v < minimum:
+        if minimum is not None and v < minimum:
             self.fail(key, f"must be >= {minimum}, got {v}")
         return int(v)
 
@@ -435,34 +446,30 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
 
 
 def _parse_cluster(data: object, source: str) -> ClusterSpec:
+    """Types are read here (each error naming `cluster.<key>`); the values are judged by the shape."""
     if data is None:
         return ClusterSpec()
     f = _Fields(data, "cluster", source)
-    f.unknown(tuple(ClusterSpec.__dataclass_fields__))
+    f.unknown(CLUSTER_KEYS)
     d = ClusterSpec()
-    spec = ClusterSpec(
-        replicas=f.integer("replicas", d.replicas, minimum=1),
-        nodes=f.integer("nodes", d.nodes, minimum=1),
-        rate=f.number("rate", d.rate),
-        etcd_members=f.integer("etcd_members", d.etcd_members, minimum=1),
-        lease_duration=f.number("lease_duration", d.lease_duration, minimum=1.0, strict=False),
-        renew_deadline=f.number("renew_deadline", d.renew_deadline),
-        retry_period=f.number("retry_period", d.retry_period),
-        election=f.string("election", d.election, ("watch", "poll")),
-        on_lost_lease=f.string("on_lost_lease", d.on_lost_lease, ("exit", "standby")),
-    )
-    if spec.renew_deadline >= spec.lease_duration:
-        f.fail(
-            "renew_deadline",
-            f"must be < lease_duration ({spec.lease_duration:g}), got {spec.renew_deadline:g}",
+    try:
+        return ClusterSpec(
+            replicas=f.integer("replicas", d.replicas),
+            nodes=f.integer("nodes", d.nodes, minimum=1),  # a chaos run needs somewhere to bind
+            rate=f.number("rate", d.rate),  # > 0: the invariants are judged on the workload's pods
+            etcd_members=f.integer("etcd_members", d.etcd_members),
+            election=ElectionPlan(
+                strategy=f.string("election", d.strategy),
+                lease_duration=f.number("lease_duration", d.lease_duration, minimum=None),
+                renew_deadline=f.number("renew_deadline", d.renew_deadline, minimum=None),
+                retry_period=f.number("retry_period", d.retry_period, minimum=None),
+                on_lost_lease=f.string("on_lost_lease", d.on_lost_lease),
+            ),
         )
-    if spec.retry_period >= spec.renew_deadline:
-        f.fail(
-            "retry_period", f"must be < renew_deadline ({spec.renew_deadline:g}), got {spec.retry_period:g}"
-        )
-    if spec.etcd_members % 2 == 0:
-        f.fail("etcd_members", f"must be odd (a quorum), got {spec.etcd_members}")
-    return spec
+    except ShapeError as e:
+        first = e.problems[0]
+        f.fail(_SHAPE_KEY.get(first.field, first.field), first.message)
+        raise  # not reached: fail() raises
 
 
 def _parse_fault(

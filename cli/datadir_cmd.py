@@ -7,7 +7,7 @@ them starts: the one-shot `certs` service runs
 
     kse datadir init --data-dir /var/lib/kse --server apiserver:6443 --scheduler-replicas 3
 
-which writes, under the data dir (the layout of `kse up`, `harness.up.topology`):
+which writes, under the data dir (the layout of `kse up`, `harness.up.plan`):
 
     pki/                      `kse certs init` (certs.pki.init_pki, the same code), API server SANs
                               plus the --server host and any --host; etcd-server's name etcd-1..3

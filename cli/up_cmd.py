@@ -6,7 +6,7 @@
     kse up --cert-ttl 10m                    # short-lived certificates, renewed while it runs
     kse up --partition-proxies               # each replica behind a proxy chaos can cut
 
-Everything lives under --data-dir (default ~/.kse; see harness.up.topology for the layout); the admin
+Everything lives under --data-dir (default ~/.kse; see harness.up.plan for the layout); the admin
 connection file is D/config.json, which is also the CLI's default when D is ~/.kse. Ctrl-C or SIGTERM
 stops the workload, the schedulers, nodesim, the API server and etcd, in that order; a second one
 kills whatever is left at once. Exit codes: 0 after a clean run, 1 if something failed to come up
@@ -22,6 +22,7 @@ import collections
 import contextlib
 import json
 import logging
+import re
 import signal
 import sys
 import time
@@ -33,11 +34,12 @@ from kse.flags.argtypes import non_negative_float, non_negative_int, positive_du
 from kse.flags.logging_args import add_log_level_flag
 
 if TYPE_CHECKING:  # imported when the command runs, so `kse --help` stays fast
+    from harness.up.cluster import Cluster
+    from harness.up.plan import ClusterPlan
     from harness.up.status import StatusSnapshot
-    from harness.up.topology import Cluster, ClusterPlan
 
 DEFAULT_DATA_DIR = Path("~/.kse")
-# The floor of --cert-ttl; the same number as harness.up.topology.MIN_CERT_TTL (not imported here, so
+# The floor of --cert-ttl; the same number as harness.up.plan.MIN_CERT_TTL (not imported here, so
 # `kse --help` stays fast; a unit test holds them equal).
 MIN_CERT_TTL_S = 30.0
 LINE_EVERY_S = 5.0  # compact status line interval when stdout is not a terminal
@@ -147,7 +149,7 @@ def _lifetime(text: str) -> float:
 
 
 def _pod_lifetime(args: argparse.Namespace) -> float | None:
-    from harness.up.topology import steady_pod_lifetime
+    from harness.up.plan import steady_pod_lifetime
 
     if args.pod_lifetime is None:
         return steady_pod_lifetime(args.nodes, args.rate)
@@ -155,8 +157,9 @@ def _pod_lifetime(args: argparse.Namespace) -> float | None:
 
 
 def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
+    from harness.shape import ElectionPlan
+    from harness.up.plan import ClusterPlan
     from harness.up.supervisor import BackoffPolicy
-    from harness.up.topology import ClusterPlan, ElectionPlan
 
     return ClusterPlan(
         data_dir=args.data_dir,
@@ -193,8 +196,35 @@ class _LogFile(logging.FileHandler):
         return super()._open()
 
 
+# A shape field (harness.shape) -> the `kse up` flag that sets it.
+SHAPE_FLAGS = {
+    "replicas": "--replicas",
+    "nodes": "--nodes",
+    "rate": "--rate",
+    "etcd_members": "--etcd-members",
+    "strategy": "--election",
+    "lease_duration": "--lease-duration",
+    "renew_deadline": "--renew-deadline",
+    "retry_period": "--retry-period",
+    "on_lost_lease": "--on-lost-lease",
+}
+
+
+def _in_flags(text: str) -> str:
+    """A shape problem ("renew_deadline: must be < lease_duration (5s), got 6s") in the flags'
+    words ("--renew-deadline: must be < --lease-duration (5s), got 6s")."""
+    return re.sub(r"\b[a-z_]+\b", lambda m: SHAPE_FLAGS.get(m.group(0), m.group(0)), text)
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
-    plan = plan_from_args(args)
+    from harness.shape import ShapeError
+
+    try:
+        plan = plan_from_args(args)
+    except ShapeError as e:
+        for p in e.problems:
+            print(f"kse up: error: {_in_flags(str(p))}", file=sys.stderr)
+        return 2
     problems = plan.problems()
     if problems:
         for problem in problems:
@@ -236,7 +266,8 @@ class _SignalState:
 
 
 async def _run(args: argparse.Namespace, plan: ClusterPlan) -> int:
-    from harness.up.topology import Cluster, UpError
+    from harness.up.cluster import Cluster
+    from harness.up.plan import UpError
 
     loop = asyncio.get_running_loop()
     live = sys.stdout.isatty() and not args.json

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import pickle
 import resource
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.procs.launcher import Launcher, ManagedProcess
+from harness.procs.proctable import process_cpu_seconds, system_busy_seconds
 
 
 def progress(message: str) -> None:
@@ -88,34 +88,7 @@ def _verdict(row: Row) -> str:
 
 
 # ---------------------------------------------------------------------- CPU accounting
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds a live process has used (Linux /proc); None if unreadable."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # After the ")" closing the command name, utime and stime are the 12th and 13th fields.
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-
-
-def system_busy_seconds() -> float | None:
-    """CPU seconds all CPUs have spent busy since boot (Linux /proc/stat: not idle, not iowait)."""
-    try:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()
-    except OSError:
-        return None
-    if not fields or fields[0] != "cpu":
-        return None
-    values = [int(v) for v in fields[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    # guest time is already counted in user; do not count it twice
-    busy = sum(values[:8]) - idle
-    return busy / _CLK_TCK
+# (the /proc readers live in harness.procs.proctable; `process_cpu_seconds` stays importable here)
 
 
 class CpuMeter:

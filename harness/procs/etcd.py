@@ -39,6 +39,7 @@ from typing import Any, Final
 
 from harness.procs.launcher import LaunchError, ManagedProcess
 from harness.procs.ports import free_ports
+from harness.procs.proctable import all_threads_stopped
 from kse.etcdclient import EtcdClient, EtcdError, EtcdTLS
 from kse.fileio import write_atomic
 
@@ -389,7 +390,7 @@ class EtcdProcess:
         self.managed.pause()
         pid = self.pid
         end = time.monotonic() + deadline
-        while pid is not None and not _all_threads_stopped(pid):
+        while pid is not None and all_threads_stopped(pid) is not True:  # None (unreadable): keep trying
             if time.monotonic() >= end:
                 raise EtcdLaunchError(f"etcd {self.name} (pid {pid}) did not stop within {deadline:g} s")
             await asyncio.sleep(0.001)
@@ -417,20 +418,6 @@ class EtcdProcess:
                     raise
                 log.warning("etcd %s: a port is taken, starting again", self.name)
                 await asyncio.sleep(0.1)
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    """Every thread of `pid` in state T (stopped); False if it cannot be read (Linux /proc)."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-        for tid in tasks:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                state = f.read().rpartition(")")[2].split()[0]
-            if state not in ("T", "t"):
-                return False
-    except (OSError, IndexError):
-        return False
-    return bool(tasks)
 
 
 # ---------------------------------------------------------------------------------------------- cluster

@@ -38,6 +38,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from harness.procs.proctable import group_has_live_members
+
 DEFAULT_GRACE = 5.0
 DEFAULT_READY_TIMEOUT = 30.0
 LOG_TAIL_LINES = 30
@@ -125,30 +127,6 @@ def _kill_leftovers() -> None:
     for proc in list(_LIVE):
         with contextlib.suppress(Exception):
             proc.kill()
-
-
-def _live_members(pgid: int) -> bool:
-    """Whether process group `pgid` has a member that is not a zombie (Linux: from /proc).
-
-    Orphaned group members are reparented to init, and some inits (e.g. in microVMs) reap only
-    every second or so; a zombie has already exited, so counting it would stall every shutdown.
-    """
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True  # no /proc: trust killpg(0), which counts zombies too
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        # After the ")" closing the command name: state, ppid, pgrp, ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
 
 
 # A step generator yields when it wants to sleep one poll interval; drivers run it from sync or async.
@@ -347,7 +325,7 @@ class ManagedProcess:
         assert self._popen is not None
         if self._popen.poll() is None:
             return True
-        return _live_members(self._popen.pid)
+        return group_has_live_members(self._popen.pid)
 
     def send_signal(self, sig: int) -> None:
         """Send `sig` to the process group (no-op when nothing is left)."""

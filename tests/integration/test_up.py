@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from harness.procs.launcher import ManagedProcess
+from harness.procs.proctable import pid_alive
+from harness.up import Cluster, ClusterPlan, ElectionPlan, UpError
 from harness.up.status import Failover, LeaseHistory, LeaseObservation
 from harness.up.supervisor import BackoffPolicy, CrashLoopBackoff, RestartRecord, Supervisor
-from harness.up.topology import Cluster, ClusterPlan, ElectionPlan, UpError, pid_alive
 from tests.fixtures.polling import truthy
 from tests.fixtures.procs import procs_naming
 

@@ -11,7 +11,7 @@ a component that did not pick up its renewed pair would fail there.
   serial: etcd 3.5 loads its serving pair per handshake), and so does the API server;
 * the API server reaches etcd with the apiserver-etcd-client pair;
 * pods keep being bound after the first certificates expired, and no process restarted;
-* with `rpc_error_logs` (when the components offer the flag), no client recorded a failed RPC;
+* with `rpc_error_logs`, no client recorded a failed RPC;
 * the `kse up --json` summary shows the renewals per identity and the next one.
 
 Everything polls with a deadline.
@@ -29,8 +29,9 @@ from cryptography import x509
 from certs.layout import PKI
 from certs.pki import leaf_backdate, leaf_ttl
 from cli.up_cmd import build_summary
+from harness.up import Cluster, ClusterPlan, ElectionPlan
+from harness.up.pki import leaf_stems
 from harness.up.supervisor import BackoffPolicy
-from harness.up.topology import Cluster, ClusterPlan, ElectionPlan, leaf_stems
 from tests.fixtures.pki import served_certificate
 from tests.fixtures.polling import truthy
 
@@ -137,8 +138,8 @@ async def test_short_lived_certs_are_renewed_without_restarts(tmp_path: Path) ->
         assert all(r.restarts == 0 for r in cluster.replicas)
         assert all(r.last_error is None for r in cluster.renewers.values())
 
-        # Failed RPCs, where the clients can log them: none that a certificate could cause (a
-        # NOT_FOUND for the Lease before the first election is an answer, not a failure).
+        # Failed RPCs: none that a certificate could cause (a NOT_FOUND for the Lease before the
+        # first election is an answer, not a failure).
         logged = {
             n: plan.rpc_error_log_path(n) for n in ("scheduler-1", "scheduler-2", "nodesim", "workload")
         }
@@ -147,8 +148,6 @@ async def test_short_lived_certs_are_renewed_without_restarts(tmp_path: Path) ->
         ]
         failed = [r for r in records if r["code"] in TRANSPORT_CODES]
         assert not failed, failed
-        if not all(cluster.features.rpc_error_log(c) for c in ("scheduler", "nodesim", "workload")):
-            print("note: not every client offers --rpc-error-log yet; failed RPCs only partly checked")
 
         # The summary and the status line show the renewals.
         summary = build_summary(cluster, cluster.snapshot(), 1.0, "test", [])

@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
+from harness.procs.proctable import cmdline, pid_alive
+from harness.up import Cluster, ClusterPlan, ElectionPlan
 from harness.up.supervisor import BackoffPolicy
-from harness.up.topology import Cluster, ClusterPlan, ElectionPlan, pid_alive, probe_features
 from kse.config import ConnectionFile
 from tests.fixtures.polling import truthy
 
@@ -57,7 +58,9 @@ def _remote_ports(pid: int) -> set[int]:
 
 
 def _cmdline(pid: int) -> list[str]:
-    return [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    argv = cmdline(pid)
+    assert argv is not None, f"pid {pid} is gone"
+    return argv
 
 
 def _refused(address: str) -> bool:
@@ -102,9 +105,9 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
         # replica_args: scheduler-2 only, on the live command line.
         one, two = (_cmdline(r.pid or 0) for r in cluster.replicas)
         assert two[-2:] == ["--kube-api-burst", "123"] and "123" not in one
-        # rpc_error_logs: passed exactly where the component's --help offers the flag.
+        # rpc_error_logs: every client component logs its failed RPCs.
         for role, argv in (("scheduler", two), ("nodesim", _cmdline(cluster.nodesim.pid or 0))):  # type: ignore[union-attr]
-            assert (RPC in argv) == cluster.features.rpc_error_log(role), (role, argv)
+            assert RPC in argv, (role, argv)
 
         # cluster.json: every process, live pids, identities, proxies, the PKI.
         info = json.loads(plan.cluster_file.read_text())
@@ -162,21 +165,3 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
     for proxy in proxies.values():
         assert _refused(proxy.address), proxy.address
     assert not cluster.leftovers
-
-
-@pytest.mark.integration
-@pytest.mark.timeout(60)
-async def test_rpc_error_log_flag_reaches_every_client_component(tmp_path: Path) -> None:
-    """The probe finds `--rpc-error-log` in `kse scheduler|nodesim|workload --help` and the plan
-    passes it with D/run/rpc-errors-<name>.jsonl."""
-    features = await probe_features(clients=True)
-    missing = [c for c in ("scheduler", "nodesim", "workload") if not features.rpc_error_log(c)]
-    if missing:
-        pytest.skip(f"--rpc-error-log is not offered yet by: {', '.join(missing)} (helper 'clients')")
-    plan = ClusterPlan(data_dir=tmp_path, rpc_error_logs=True)
-    for name, argv in (
-        ("scheduler-1", plan.scheduler_argv("scheduler-1", "scheduler-1_x", 1, features, leader_elect=True)),
-        ("nodesim", plan.nodesim_argv(features)),
-        ("workload", plan.workload_argv("run", features)),
-    ):
-        assert argv[argv.index(RPC) + 1] == str(plan.rpc_error_log_path(name))

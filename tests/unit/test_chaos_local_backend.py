@@ -15,7 +15,7 @@ import pytest
 
 from chaos.backend import BackendError
 from chaos.local_backend import AttachedLocalBackend, clock_skew_path, natural_key, write_clock_skew
-from harness.up.topology import pid_alive
+from harness.procs.proctable import pid_alive
 
 
 def _spawn(*extra: str) -> subprocess.Popen[bytes]:

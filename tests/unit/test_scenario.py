@@ -69,6 +69,11 @@ def test_minimal_defaults() -> None:
         (base(cluster={"etcd_members": 2}), "cluster.etcd_members: must be odd"),
         (base(cluster={"lease_duration": 5, "renew_deadline": 6}), "cluster.renew_deadline: must be <"),
         (base(cluster={"election": "gossip"}), "cluster.election: must be one of watch, poll"),
+        # client-go's rule: renewDeadline > JitterFactor (1.2) x retryPeriod
+        (base(cluster={"renew_deadline": 10, "retry_period": 9}), "cluster.retry_period: must be < renew_"),
+        (base(cluster={"lease_duration": 0.5}), "cluster.lease_duration: must be >= 1s"),
+        (base(cluster={"on_lost_lease": "panic"}), "cluster.on_lost_lease: must be one of exit, standby"),
+        (base(cluster={"nodes": 0}), "cluster.nodes: must be >= 1"),
         (base(cluster={"leases": 1}), "cluster.leases: unknown field"),
         (base(cluster=[]), "cluster: must be a mapping"),
         (base(faults={"at": 1}), "faults: must be a list"),

@@ -1,11 +1,12 @@
 """`ClusterPlan`'s new topology options as plain data, and the `kse up` flags that set them.
 
 * `replica_args` land on that replica's argv only (after `scheduler_args`, so they win);
-* `rpc_error_logs` adds `--rpc-error-log D/run/rpc-errors-<name>.jsonl` only to components whose
-  `--help` lists the flag (the Features probe), so kse up works before and after they have it;
-* the API server is handed the apiserver-etcd-client pair explicitly when etcd runs over mTLS;
-* `problems()` names bad values; `kse up --help` lists the flags; a bad `--cert-ttl` exits 2 naming
-  the flag.
+* every replica runs with `--leader-elect=true` and the plan's election flags;
+* `rpc_error_logs` adds `--rpc-error-log D/run/rpc-errors-<name>.jsonl` to every client component;
+* the API server gets its audit log, and the apiserver-etcd-client pair explicitly when etcd runs
+  over mTLS;
+* `problems()` names bad values, a bad shape is refused when the plan is made; `kse up --help`
+  lists the flags; a bad `--cert-ttl` or election exits 2 naming the flag.
 """
 
 from __future__ import annotations
@@ -13,25 +14,18 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from cli import up_cmd
-from harness.up.topology import MIN_CERT_TTL, ClusterPlan, Features
+from harness.shape import ElectionPlan, ShapeError
+from harness.up.argv import apiserver_extra_args, nodesim_argv, scheduler_argv, workload_argv
+from harness.up.plan import MIN_CERT_TTL, ClusterPlan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RPC = "--rpc-error-log"
-
-
-def _features(*, rpc: bool) -> Features:
-    common = {"--connection-file", "--log-level", *([RPC] if rpc else [])}
-    return Features(
-        scheduler_flags=frozenset({*common, "--leader-elect-lease-duration"}),
-        apiserver_flags=frozenset({"--audit-log", "--etcd-ca", "--etcd-cert", "--etcd-key"}),
-        nodesim_flags=frozenset(common),
-        workload_flags=frozenset(common),
-    )
 
 
 def test_replica_args_reach_only_their_replica_and_come_last(tmp_path: Path) -> None:
@@ -42,9 +36,8 @@ def test_replica_args_reach_only_their_replica_and_come_last(tmp_path: Path) -> 
         replica_args={"scheduler-2": ["--kube-api-burst", "99", "--clock-skew-file", "/x/skew.json"]},
     )
     assert plan.problems() == []
-    f = _features(rpc=False)
-    two = plan.scheduler_argv("scheduler-2", "scheduler-2_ab", 1, f, leader_elect=True)
-    one = plan.scheduler_argv("scheduler-1", "scheduler-1_ab", 2, f, leader_elect=True)
+    two = scheduler_argv(plan, "scheduler-2", "scheduler-2_ab", 1)
+    one = scheduler_argv(plan, "scheduler-1", "scheduler-1_ab", 2)
     assert two[-6:] == [
         "--kube-api-burst",
         "10",
@@ -56,35 +49,50 @@ def test_replica_args_reach_only_their_replica_and_come_last(tmp_path: Path) -> 
     assert one[-2:] == ["--kube-api-burst", "10"] and "--clock-skew-file" not in one
 
 
-@pytest.mark.parametrize("rpc", [True, False])
-def test_rpc_error_log_only_where_the_component_offers_it(tmp_path: Path, rpc: bool) -> None:
+def test_every_replica_elects_with_the_plans_election(tmp_path: Path) -> None:
+    election = ElectionPlan(
+        strategy="poll", lease_duration=4, renew_deadline=3, retry_period=0.5, on_lost_lease="standby"
+    )
+    argv = scheduler_argv(ClusterPlan(data_dir=tmp_path, election=election), "scheduler-1", "s1_x", 1)
+    assert "--leader-elect=true" in argv and "--leader-elect=false" not in argv
+    flags = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--leader-elect-")}
+    assert flags == {
+        "--leader-elect-lease-duration": "4s",
+        "--leader-elect-renew-deadline": "3s",
+        "--leader-elect-retry-period": "0.5s",
+        "--leader-elect-resource-name": "kube-scheduler",
+        "--leader-elect-resource-namespace": "kube-system",
+        "--leader-elect-strategy": "poll",
+    }
+    assert argv[argv.index("--on-lost-lease") + 1] == "standby"
+    assert argv[argv.index("--identity") + 1] == "s1_x"
+
+
+def test_rpc_error_log_reaches_every_client_component(tmp_path: Path) -> None:
     plan = ClusterPlan(data_dir=tmp_path, rpc_error_logs=True)
-    f = _features(rpc=rpc)
     argvs = {
-        "scheduler-1": plan.scheduler_argv("scheduler-1", "scheduler-1_x", 1, f, leader_elect=True),
-        "nodesim": plan.nodesim_argv(f),
-        "workload": plan.workload_argv("run", f),
+        "scheduler-1": scheduler_argv(plan, "scheduler-1", "scheduler-1_x", 1),
+        "nodesim": nodesim_argv(plan),
+        "workload": workload_argv(plan, "run"),
     }
     for name, argv in argvs.items():
-        if rpc:
-            i = argv.index(RPC)
-            assert argv[i + 1] == str(tmp_path / "run" / f"rpc-errors-{name}.jsonl"), argv
-        else:
-            assert RPC not in argv, argv
-    # Off in the plan: never passed, whatever the components offer.
+        i = argv.index(RPC)
+        assert argv[i + 1] == str(tmp_path / "run" / f"rpc-errors-{name}.jsonl"), argv
+        assert argv[i + 1] == str(plan.rpc_error_log_path(name))
+    # Off in the plan: never passed.
     off = ClusterPlan(data_dir=tmp_path)
-    assert RPC not in off.nodesim_argv(_features(rpc=True))
-    assert f.rpc_error_log("scheduler") is rpc and not f.rpc_error_log("apiserver")
+    assert RPC not in nodesim_argv(off) and RPC not in workload_argv(off, "run")
+    assert RPC not in scheduler_argv(off, "scheduler-1", "scheduler-1_x", 1)
 
 
-def test_apiserver_gets_the_etcd_client_pair_with_etcd_tls(tmp_path: Path) -> None:
-    f = _features(rpc=False)
-    args = ClusterPlan(data_dir=tmp_path).apiserver_extra_args(f)
+def test_apiserver_gets_its_audit_log_and_the_etcd_client_pair_with_etcd_tls(tmp_path: Path) -> None:
+    args = apiserver_extra_args(ClusterPlan(data_dir=tmp_path))
     pki = tmp_path / "pki"
+    assert args[args.index("--audit-log") + 1] == str(tmp_path / "audit" / "audit.jsonl")
     assert args[args.index("--etcd-cert") + 1] == str(pki / "apiserver-etcd-client.crt")
     assert args[args.index("--etcd-key") + 1] == str(pki / "apiserver-etcd-client.key")
     assert args[args.index("--etcd-ca") + 1] == str(pki / "ca-bundle.crt")
-    assert "--etcd-cert" not in ClusterPlan(data_dir=tmp_path, etcd_tls=False).apiserver_extra_args(f)
+    assert "--etcd-cert" not in apiserver_extra_args(ClusterPlan(data_dir=tmp_path, etcd_tls=False))
 
 
 def test_problems_name_the_bad_field(tmp_path: Path) -> None:
@@ -97,6 +105,41 @@ def test_problems_name_the_bad_field(tmp_path: Path) -> None:
     assert "'scheduler-3'" in unknown and "scheduler-1, scheduler-2" in unknown
     (bare,) = ClusterPlan(data_dir=tmp_path, replica_args={"scheduler-1": "--x"}).problems()  # type: ignore[dict-item]
     assert "list of strings" in bare
+
+
+E = ElectionPlan
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "text"),
+    [
+        (lambda p: ClusterPlan(data_dir=p, replicas=0), "replicas", "must be >= 1"),
+        (lambda p: ClusterPlan(data_dir=p, nodes=-1), "nodes", "must be >= 0"),
+        (lambda p: ClusterPlan(data_dir=p, rate=-1), "rate", "must be >= 0"),
+        (lambda p: ClusterPlan(data_dir=p, etcd_members=2), "etcd_members", "must be odd"),
+        (lambda p: E(strategy="gossip"), "strategy", "must be one of watch, poll"),
+        (lambda p: E(on_lost_lease="panic"), "on_lost_lease", "must be one of exit, standby"),
+        (lambda p: E(lease_duration=5, renew_deadline=6), "renew_deadline", "must be < lease_duration (5s)"),
+        (lambda p: E(renew_deadline=2.4, retry_period=2), "retry_period", "JitterFactor"),
+        (lambda p: E(lease_duration=0.5, renew_deadline=0.4, retry_period=0.1), "lease_duration", ">= 1s"),
+        (lambda p: E(retry_period=0), "retry_period", "must be > 0"),
+        (lambda p: E(lease_duration=float("nan")), "lease_duration", "finite"),
+        (lambda p: E(lease_name=""), "lease_name", "non-empty"),
+    ],
+)
+def test_a_bad_shape_is_refused_when_the_plan_is_made(
+    tmp_path: Path, make: Callable[[Path], object], field: str, text: str
+) -> None:
+    with pytest.raises(ShapeError) as e:
+        make(tmp_path)
+    assert [p.field for p in e.value.problems] == [field], e.value
+    assert text in e.value.problems[0].message, e.value
+
+
+def test_a_plan_changed_after_it_was_made_still_reports_its_shape(tmp_path: Path) -> None:
+    plan = ClusterPlan(data_dir=tmp_path)
+    plan.replicas = 0
+    assert plan.problems() == ["replicas: must be >= 1, got 0"]
 
 
 def test_cert_ttl_flag_type() -> None:
@@ -168,7 +211,7 @@ def test_workload_pods_churn_by_default(tmp_path: Path, argv: list[str], lifetim
     up_cmd.register(parser.add_subparsers())
     plan = up_cmd.plan_from_args(parser.parse_args(["up", "--data-dir", str(tmp_path), *argv]))
     assert plan.pod_lifetime == lifetime
-    workload = plan.workload_argv("run-1")
+    workload = workload_argv(plan, "run-1")
     if lifetime is None:
         assert "--delete-after" not in workload
     else:
@@ -178,3 +221,12 @@ def test_workload_pods_churn_by_default(tmp_path: Path, argv: list[str], lifetim
 def test_a_bad_pod_lifetime_is_refused_naming_the_flag() -> None:
     bad = _kse_up("--pod-lifetime", "-5s")
     assert bad.returncode == 2 and "--pod-lifetime" in bad.stderr, bad.stderr
+
+
+def test_a_bad_election_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    bad = _kse_up("--lease-duration", "5", "--renew-deadline", "6", "--data-dir", str(tmp_path / "kse"))
+    assert bad.returncode == 2, bad
+    want = "kse up: error: --renew-deadline: must be < --lease-duration (5s), got 6s"
+    assert want in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert not (tmp_path / "kse").exists()  # refused before anything was made
