@@ -1,23 +1,32 @@
 """`kse apply`, `kse get`, `kse delete`: kubectl's everyday verbs against the kse API server.
 
     kse apply -f pod.yaml     # create, or update if it exists: "pod/nginx created|configured|unchanged"
+    kse create -f pod.yaml    # create only (AlreadyExists is an error); honours metadata.generateName
     kse get pods -o wide      # tables as kubectl prints them; -o yaml|json|name; -w to watch
-    kse delete pod nginx      # or: kse delete -f pod.yaml
+    kse delete pod nginx      # or: kse delete -f pod.yaml | -l app=web | --all [-n NS | -A]
 
 Every command takes `--config PATH` (the connection file; else $KSE_CONFIG, else
 ~/.kse/config.json). Errors print the server's message the way kubectl does
 (`Error from server (NotFound): pods "x" not found`) and exit 1; never a traceback.
 
-`apply` without kubectl's last-applied annotation: the manifest is merged onto the live object
-(maps merge key by key, lists of the same length merge item by item, anything else is replaced;
-`status` and server-managed metadata are left alone). If nothing changes the object is
-"unchanged" and no write is sent; a conflicting concurrent write is retried from a fresh read.
+`apply` is kubectl's client-side apply (`kse.objects.apply`): the manifest is stored in the
+`kubectl.kubernetes.io/last-applied-configuration` annotation, and an update is the three-way
+merge of that previous manifest, the new one and the live object, so a field removed from the
+manifest is removed from the object while fields set by others stay. The merged object is sent as
+one Update with the read resourceVersion as precondition; a conflicting concurrent write is
+retried from a fresh read. If nothing changes the object is "unchanged" and no write is sent.
+
+Unknown fields in a manifest (`nodeSelecter:`) follow kubectl's `--validate`: `warn` (kse's
+default, the API server's default field validation) prints `Warning: unknown field
+"spec.nodeSelecter"` and applies the rest; `strict` (or `true`) refuses the object; `ignore` (or
+`false`) drops them silently. kubectl's own default is `strict`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable
@@ -33,14 +42,28 @@ from kse import printers
 from kse.client.clientset import BOOKMARK, DELETED, Clientset, RetryPolicy, WatchEvent, key_of
 from kse.client.errors import ApiError, ConflictError, NotFoundError, UnavailableError
 from kse.client.reflector import Reflector
+from kse.objects.apply import (
+    LAST_APPLIED,
+    ApplyError,
+    last_applied_json,
+    original_of,
+    three_way_merge,
+    with_last_applied,
+)
 from kse.objects.kinds import KINDS, Kind, UnknownKindError, kind_of, lookup_resource, unwrap
-from kse.objects.manifest import ManifestError, load_manifests
+from kse.objects.manifest import ManifestError, decode_manifests, to_dict
 
 CLI_USER_AGENT = "kse-cli/0.1"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 APPLY_CONFLICT_RETRIES = 5
-# Metadata the server owns: never taken from a manifest on update.
-SERVER_METADATA = ("uid", "resource_version", "creation_timestamp", "generation", "deletion_timestamp")
+# kubectl's --validate values and what each means (pkg/cmd/util/helpers.go, GetValidationDirective).
+VALIDATE_VALUES = {
+    "strict": "strict",
+    "true": "strict",
+    "warn": "warn",
+    "ignore": "ignore",
+    "false": "ignore",
+}
 
 
 # ---------------------------------------------------------------- registration
@@ -59,22 +82,67 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _validate_mode(text: str) -> str:
+    """kubectl's --validate value: strict (or true), warn, ignore (or false)."""
+    mode = VALIDATE_VALUES.get(text.lower())
+    if mode is None:
+        raise argparse.ArgumentTypeError(
+            f'invalid - validate option "{text}"; must be one of: strict (or true), warn, ignore (or false)'
+        )
+    return mode
+
+
+def _manifest_flags(parser: argparse.ArgumentParser, verb: str, *, required: bool) -> None:
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=required,
+        default=None if required else [],
+        metavar="FILE",
+        help=f"a manifest file, a directory of them, or - for stdin (repeatable): the objects to {verb}",
+    )
+    parser.add_argument(
+        "-R", "--recursive", action="store_true", help="descend into directories given with -f"
+    )
+
+
+def _validate_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--validate",
+        type=_validate_mode,
+        nargs="?",
+        const="strict",
+        default="warn",
+        metavar="MODE",
+        help="unknown fields in a manifest: warn (default: print a warning, drop them), "
+        "strict|true (refuse the object), ignore|false (drop them silently)",
+    )
+
+
 def register(subparsers: Any) -> None:
     served = ", ".join(k.resource for k in KINDS)
 
     p = subparsers.add_parser("apply", help="create or update objects from manifests, as kubectl apply")
-    p.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="a manifest file, a directory of them, or - for stdin (repeatable)",
-    )
-    p.add_argument("-R", "--recursive", action="store_true", help="descend into directories given with -f")
+    _manifest_flags(p, "apply", required=True)
     p.add_argument("-n", "--namespace", default="", help="namespace for objects that name none")
+    _validate_flag(p)
     _common(p)
     p.set_defaults(func=cmd_apply)
+
+    p = subparsers.add_parser(
+        "create", help="create objects from manifests (never update), as kubectl create"
+    )
+    _manifest_flags(p, "create", required=True)
+    p.add_argument("-n", "--namespace", default="", help="namespace for objects that name none")
+    _validate_flag(p)
+    p.add_argument(
+        "--save-config",
+        action="store_true",
+        help=f"store the manifest in the {LAST_APPLIED} annotation, so a later apply merges from it",
+    )
+    _common(p)
+    p.set_defaults(func=cmd_create)
 
     p = subparsers.add_parser("get", help=f"list or watch objects, as kubectl get ({served})")
     p.add_argument("resource", help=f"resource type: {served} (or a short name)")
@@ -91,20 +159,28 @@ def register(subparsers: Any) -> None:
     _common(p)
     p.set_defaults(func=cmd_get)
 
-    p = subparsers.add_parser("delete", help="delete objects by name or from manifests, as kubectl delete")
+    p = subparsers.add_parser(
+        "delete", help="delete objects by name, label selector, --all or from manifests, as kubectl delete"
+    )
     p.add_argument("resource", nargs="?", help=f"resource type: {served}")
     p.add_argument("names", nargs="*", metavar="NAME")
-    p.add_argument(
-        "-f",
-        "--filename",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="delete the objects named in these manifests",
-    )
-    p.add_argument("-R", "--recursive", action="store_true", help="descend into directories given with -f")
+    _manifest_flags(p, "delete", required=False)
     p.add_argument("-n", "--namespace", default="", help="namespace (default: default)")
-    p.add_argument("--ignore-not-found", action="store_true", help="treat a missing object as deleted")
+    p.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="with -l or --all: across all namespaces (-n is ignored)",
+    )
+    p.add_argument("-l", "--selector", default="", help="delete the objects matching this label selector")
+    p.add_argument("--field-selector", default="", help="delete the objects matching this field selector")
+    p.add_argument("--all", action="store_true", help="delete every object of the type in the namespace")
+    p.add_argument(
+        "--ignore-not-found",
+        action="store_true",
+        default=None,
+        help="treat a missing object as deleted (the default with -l and --all)",
+    )
     _common(p)
     p.set_defaults(func=cmd_delete)
 
@@ -241,6 +317,7 @@ class ManifestObject:
     source: str
     obj: Message  # the typed message (pb.Pod, ...)
     kind: Kind
+    fields: dict[str, Any] = field(default_factory=dict)  # the known fields as written (JSON names)
 
 
 def _manifest_files(spec: str, recursive: bool) -> list[tuple[str, str]]:
@@ -257,9 +334,16 @@ def _manifest_files(spec: str, recursive: bool) -> list[tuple[str, str]]:
     return [(str(path), path.read_text())]
 
 
-def read_manifests(specs: Iterable[str], recursive: bool, out: Out) -> list[ManifestObject]:
+def read_manifests(
+    specs: Iterable[str], recursive: bool, out: Out, validate: str = "ignore"
+) -> list[ManifestObject]:
     """Every object in the given files; a document that cannot be loaded (an unsupported kind, bad
-    YAML) is reported and skipped, and the rest still load."""
+    YAML) is reported and skipped, and the rest still load.
+
+    Unknown fields are handled as kubectl's `--validate` says (`validate`): "warn" prints
+    `Warning: unknown field "spec.nodeSelecter"` for each, "strict" reports the object as an error
+    and skips it, "ignore" says nothing.
+    """
     objects: list[ManifestObject] = []
     for spec in specs:
         try:
@@ -272,13 +356,34 @@ def read_manifests(specs: Iterable[str], recursive: bool, out: Out) -> list[Mani
             # and the others still apply, as kubectl does.
             for number, doc in split_documents(text):
                 try:
-                    loaded = load_manifests(doc, source)
+                    loaded = decode_manifests(doc, source)
                 except ManifestError as e:
                     out.error(f"error: {_renumber(e, source, number)}")
                     continue
-                for wrapped in loaded:
-                    objects.append(ManifestObject(source, unwrap(wrapped), kind_of(wrapped)))
+                for decoded in loaded:
+                    m = ManifestObject(source, unwrap(decoded.obj), kind_of(decoded.obj), decoded.fields)
+                    if decoded.unknown_fields and not _field_validation(
+                        m, decoded.unknown_fields, validate, out
+                    ):
+                        continue
+                    objects.append(m)
     return objects
+
+
+def _field_validation(m: ManifestObject, unknown: list[str], validate: str, out: Out) -> bool:
+    """Report unknown fields as the API server's field validation words them; False: refused."""
+    found = ", ".join(f'unknown field "{path}"' for path in unknown)
+    if validate == "strict":
+        name = m.obj.metadata.name or m.obj.metadata.generate_name  # type: ignore[attr-defined]
+        out.error(
+            f'error: error validating "{m.source}": {m.kind.kind} "{name}": strict decoding error: {found}; '
+            "if you choose to ignore these errors, turn validation off with --validate=false"
+        )
+        return False
+    if validate == "warn":
+        for path in unknown:
+            out.note(f'Warning: unknown field "{path}"')
+    return True
 
 
 def _renumber(err: ManifestError, source: str, number: int) -> str:
@@ -302,39 +407,27 @@ def _namespace_for(m: ManifestObject, flag_ns: str) -> str:
     return str(own or flag_ns or "default")
 
 
-# ---------------------------------------------------------------- apply
+# ---------------------------------------------------------------- apply and create
 
 
-def merge_onto(live: Message, manifest: Message) -> Message:
-    """The live object with the manifest's fields laid over it (see the module doc)."""
-    base = json_format.MessageToDict(live, preserving_proto_field_name=True)
-    patch = json_format.MessageToDict(manifest, preserving_proto_field_name=True)
-    for key in ("status", "api_version", "kind"):
-        patch.pop(key, None)
-    meta = patch.get("metadata", {})
-    for key in SERVER_METADATA:
-        meta.pop(key, None)
-    merged = _merge(base, patch)
-    out = type(live)()
-    json_format.ParseDict(merged, out)
+def _as_message(data: dict[str, Any], kind: Kind) -> Message:
+    out = kind.message()
+    json_format.ParseDict(data, out, ignore_unknown_fields=True)
     return out
 
 
-def _merge(base: Any, patch: Any) -> Any:
-    if isinstance(base, dict) and isinstance(patch, dict):
-        out = dict(base)
-        for k, v in patch.items():
-            out[k] = _merge(base[k], v) if k in base else v
-        return out
-    if isinstance(base, list) and isinstance(patch, list) and len(base) == len(patch):
-        return [_merge(b, p) for b, p in zip(base, patch, strict=True)]
-    return patch
+def _manifest_with_namespace(m: ManifestObject, ns: str) -> dict[str, Any]:
+    """The manifest as applied: with the namespace it lands in, as kubectl's builder sets it
+    (so the last-applied annotation names it too)."""
+    manifest = copy.deepcopy(m.fields)
+    if m.kind.namespaced:
+        manifest.setdefault("metadata", {})["namespace"] = ns
+    return manifest
 
 
 async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -> None:
     client = cs.resource(m.kind)
-    obj = m.obj
-    meta = obj.metadata  # type: ignore[attr-defined]
+    meta = m.obj.metadata  # type: ignore[attr-defined]
     name = meta.name
     if not name:
         out.error(
@@ -347,8 +440,7 @@ async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -
     except _CommandError as e:
         out.error(f"error: {e}")
         return
-    if m.kind.namespaced:
-        meta.namespace = ns
+    modified = with_last_applied(_manifest_with_namespace(m, ns))
     label = _describe(m.kind, name)
     try:
         for _attempt in range(APPLY_CONFLICT_RETRIES):
@@ -356,13 +448,28 @@ async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -
                 live = await client.get_in(ns, name)
             except NotFoundError:
                 try:
-                    await client.create(obj)
+                    await client.create(_as_message(modified, m.kind))
                 except ApiError as e:
                     out.error(_from_server(e, "creating", m.source))
                     return
                 out.line(f"{label} created")
                 return
-            desired = merge_onto(live, obj)
+            current = to_dict(live)
+            try:
+                original = original_of(current)
+            except ApplyError as e:
+                out.error(f'error: error when applying patch to "{m.source}": {label}: {e}')
+                return
+            if original is None and _attempt == 0:
+                out.note(
+                    f"Warning: resource {m.kind.resource}/{name} is missing the {LAST_APPLIED} annotation "
+                    "which is required by kse apply. kse apply should only be used on resources created "
+                    "declaratively by either kse create --save-config or kse apply. The missing annotation "
+                    "will be patched automatically."
+                )
+            desired = _as_message(
+                three_way_merge(original, modified, current, m.kind.message.DESCRIPTOR), m.kind
+            )
             if desired == live:
                 out.line(f"{label} unchanged")
                 return
@@ -391,11 +498,42 @@ def _from_server(err: ApiError, doing: str, source: str) -> str:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     async def body(cs: Clientset, out: Out) -> None:
-        objects = read_manifests(args.filename, args.recursive, out)
+        objects = read_manifests(args.filename, args.recursive, out, args.validate)
         if not objects and not out.failed:
             raise _CommandError("no objects passed to apply")
         for m in objects:
             await _apply_one(cs, m, args.namespace, out)
+
+    return _run(args, body)
+
+
+async def _create_one(cs: Clientset, m: ManifestObject, flag_ns: str, save_config: bool, out: Out) -> None:
+    """kubectl create: one Create; the server names the object if the manifest has generateName."""
+    try:
+        ns = _namespace_for(m, flag_ns)
+    except _CommandError as e:
+        out.error(f"error: {e}")
+        return
+    obj = m.obj
+    if m.kind.namespaced:
+        obj.metadata.namespace = ns  # type: ignore[attr-defined]
+    if save_config:
+        obj.metadata.annotations[LAST_APPLIED] = last_applied_json(_manifest_with_namespace(m, ns))  # type: ignore[attr-defined]
+    try:
+        created = await cs.resource(m.kind).create(obj)
+    except ApiError as e:
+        out.error(_from_server(e, "creating", m.source))
+        return
+    out.line(f"{_describe(m.kind, created.metadata.name)} created")  # type: ignore[attr-defined]
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    async def body(cs: Clientset, out: Out) -> None:
+        objects = read_manifests(args.filename, args.recursive, out, args.validate)
+        if not objects and not out.failed:
+            raise _CommandError("no objects passed to create")
+        for m in objects:
+            await _create_one(cs, m, args.namespace, args.save_config, out)
 
     return _run(args, body)
 
@@ -528,37 +666,83 @@ async def _watch(
 # ---------------------------------------------------------------- delete
 
 
+def _delete_usage_error(args: argparse.Namespace) -> str | None:
+    """kubectl delete's checks of the flag combinations (delete.go Validate, the resource builder)."""
+    selecting = bool(args.selector or args.field_selector or args.all)
+    if args.all and args.selector:
+        return "cannot set --all and --selector at the same time"
+    if args.all and args.field_selector:
+        return "cannot set --all and --field-selector at the same time"
+    if args.filename:
+        if args.resource or args.names:
+            return (
+                "there is no need to specify a resource type as a separate argument "
+                "when passing arguments in resource/name form or with -f"
+            )
+        if selecting:
+            return "-f cannot be combined with --selector, --field-selector or --all"
+        return None
+    if not args.resource:
+        return "you must provide one or more resources by argument or filename"
+    has_names = bool(args.names) or "/" in args.resource
+    if selecting and has_names:
+        return "name cannot be provided when a selector is specified"
+    if args.all_namespaces and has_names:
+        return "a resource cannot be retrieved by name across all namespaces"
+    return None
+
+
+async def _delete_targets(
+    cs: Clientset, args: argparse.Namespace, out: Out
+) -> list[tuple[Kind, str, str, str]]:
+    """(kind, namespace, name, source) of every object the command names or selects."""
+    targets: list[tuple[Kind, str, str, str]] = []
+    if args.filename:
+        for m in read_manifests(args.filename, args.recursive, out):
+            try:
+                ns = _namespace_for(m, args.namespace)
+            except _CommandError as e:
+                out.error(f"error: {e}")
+                continue
+            targets.append((m.kind, ns, m.obj.metadata.name, m.source))  # type: ignore[attr-defined]
+        return targets
+    resource, slash, first = args.resource.partition("/")
+    kind = _lookup(resource)
+    if args.selector or args.field_selector or args.all:
+        ns = "" if (args.all_namespaces or not kind.namespaced) else (args.namespace or "default")
+        page = await cs.resource(kind).list_all(
+            ns, label_selector=args.selector, field_selector=args.field_selector
+        )
+        for obj in page.items:
+            meta = obj.metadata  # type: ignore[attr-defined]
+            targets.append((kind, meta.namespace if kind.namespaced else "", meta.name, ""))
+        return targets
+    names = ([first] if slash else []) + list(args.names)
+    if not names:
+        raise _CommandError(f'resource(s) were provided, but no name was specified for "{resource}"')
+    ns = (args.namespace or "default") if kind.namespaced else ""
+    targets.extend((kind, ns, name, "") for name in names)
+    return targets
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     async def body(cs: Clientset, out: Out) -> None:
-        targets: list[tuple[Kind, str, str, str]] = []  # kind, namespace, name, source
-        if args.filename:
-            if args.resource or args.names:
-                raise _CommandError(
-                    "there is no need to specify a resource type as a separate argument "
-                    "when passing arguments in resource/name form or with -f"
-                )
-            for m in read_manifests(args.filename, args.recursive, out):
-                try:
-                    ns = _namespace_for(m, args.namespace)
-                except _CommandError as e:
-                    out.error(f"error: {e}")
-                    continue
-                targets.append((m.kind, ns, m.obj.metadata.name, m.source))  # type: ignore[attr-defined]
-        else:
-            if not args.resource:
-                raise _CommandError("you must provide one or more resources by argument or filename")
-            resource, slash, first = args.resource.partition("/")
-            kind = _lookup(resource)
-            names = ([first] if slash else []) + list(args.names)
-            if not names:
-                raise _CommandError(f'resource(s) were provided, but no name was specified for "{resource}"')
-            ns = (args.namespace or "default") if kind.namespaced else ""
-            targets.extend((kind, ns, name, "") for name in names)
+        problem = _delete_usage_error(args)
+        if problem:
+            raise _CommandError(problem)
+        selecting = bool(args.selector or args.field_selector or args.all)
+        # As kubectl: --ignore-not-found defaults to true when objects are selected, since one that
+        # vanished between the list and the delete is what was asked for anyway.
+        ignore_not_found = selecting if args.ignore_not_found is None else args.ignore_not_found
+        targets = await _delete_targets(cs, args, out)
+        if selecting and not targets:
+            out.line("No resources found")
+            return
         for kind, ns, name, source in targets:
             try:
                 await cs.resource(kind).delete_in(ns, name)
             except NotFoundError as e:
-                if not args.ignore_not_found:
+                if not ignore_not_found:
                     out.error(_from_server(e, "deleting", source) if source else error_text(e))
                 continue
             except ApiError as e:
