@@ -271,22 +271,3 @@ def test_split_documents_like_kubectl() -> None:
     assert split_documents(text) == [(1, "a: 1\n"), (3, "b: 2\n"), (4, "c: 3\n---x: not a separator\n")]
     assert split_documents("---\nkind: Pod\n") == [(1, "kind: Pod\n")]
     assert split_documents("# only a comment\n---\n") == []
-
-
-def test_merge_onto_keeps_server_fields_and_detects_no_change() -> None:
-    from cli.resources_cmd import merge_onto
-
-    live = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="default", uid="u1", resource_version="7",
-                                         labels={"app": "web"}))
-    live.spec.node_name = "node-1"  # set by a Bind, absent from the manifest
-    live.spec.containers.add(name="c", image="nginx", image_pull_policy="IfNotPresent")
-    live.status.phase = "Running"
-    manifest = pb.Pod(metadata=pb.ObjectMeta(name="p", labels={"app": "web"}))
-    manifest.spec.containers.add(name="c", image="nginx")
-    assert merge_onto(live, manifest) == live  # "unchanged"
-    manifest.metadata.labels["tier"] = "front"
-    manifest.status.phase = "Pending"  # status is never applied
-    merged = merge_onto(live, manifest)
-    assert merged.metadata.labels == {"app": "web", "tier": "front"}
-    assert (merged.metadata.uid, merged.spec.node_name, merged.status.phase) == ("u1", "node-1", "Running")
-    assert merged.spec.containers[0].image_pull_policy == "IfNotPresent"
