@@ -1,4 +1,4 @@
-"""`kse apply`, `kse get`, `kse delete`: kubectl's everyday verbs against the kse API server.
+"""`kse apply`, `kse create`, `kse get`, `kse delete`: kubectl's everyday verbs against the kse API server.
 
     kse apply -f pod.yaml     # create, or update if it exists: "pod/nginx created|configured|unchanged"
     kse create -f pod.yaml    # create only (AlreadyExists is an error); honours metadata.generateName
@@ -9,12 +9,9 @@ Every command takes `--config PATH` (the connection file; else $KSE_CONFIG, else
 ~/.kse/config.json). Errors print the server's message the way kubectl does
 (`Error from server (NotFound): pods "x" not found`) and exit 1; never a traceback.
 
-`apply` is kubectl's client-side apply (`kse.objects.apply`): the manifest is stored in the
-`kubectl.kubernetes.io/last-applied-configuration` annotation, and an update is the three-way
-merge of that previous manifest, the new one and the live object, so a field removed from the
-manifest is removed from the object while fields set by others stay. The merged object is sent as
-one Update with the read resourceVersion as precondition; a conflicting concurrent write is
-retried from a fresh read. If nothing changes the object is "unchanged" and no write is sent.
+The verbs live beside this module: `resource_apply` (apply, create), `resource_delete`, `resource_manifests`
+(reading `-f`), `resource_io` (connecting, output, error wording); this one registers them all and
+implements `get`.
 
 Unknown fields in a manifest (`nodeSelecter:`) follow kubectl's `--validate`: `warn` (kse's
 default, the API server's default field validation) prints `Warning: unknown field
@@ -25,37 +22,26 @@ default, the API server's default field validation) prints `Warning: unknown fie
 from __future__ import annotations
 
 import argparse
-import asyncio
-import copy
-import re
-import sys
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from cli.resource_apply import cmd_apply, cmd_create
+from cli.resource_delete import cmd_delete
+from cli.resource_io import CommandError, Out, error_text, lookup, run
+from cli.resource_manifests import split_documents
 from kse import printers
-from kse.client.clientset import BOOKMARK, DELETED, Clientset, RetryPolicy, WatchEvent, key_of
-from kse.client.errors import ApiError, ConflictError, NotFoundError, UnavailableError
+from kse.client.clientset import BOOKMARK, DELETED, Clientset, WatchEvent, key_of
+from kse.client.errors import NotFoundError
 from kse.client.reflector import Reflector
 from kse.objects.apply import (
     LAST_APPLIED,
-    ApplyError,
-    last_applied_json,
-    original_of,
-    three_way_merge,
-    with_last_applied,
 )
-from kse.objects.kinds import KINDS, Kind, UnknownKindError, kind_of, lookup_resource, unwrap
-from kse.objects.manifest import ManifestError, decode_manifests, to_dict
+from kse.objects.kinds import KINDS, Kind
 
-CLI_USER_AGENT = "kse-cli/0.1"
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-APPLY_CONFLICT_RETRIES = 5
+__all__ = ["register", "split_documents"]
+
 # kubectl's --validate values and what each means (pkg/cmd/util/helpers.go, GetValidationDirective).
 VALIDATE_VALUES = {
     "strict": "strict",
@@ -185,372 +171,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_delete)
 
 
-# ---------------------------------------------------------------- plumbing
-
-
-@dataclass
-class Out:
-    """Where a command writes; an error flips the exit code to 1."""
-
-    stdout: TextIO = field(default_factory=lambda: sys.stdout)
-    stderr: TextIO = field(default_factory=lambda: sys.stderr)
-    failed: bool = False
-
-    def line(self, text: str) -> None:
-        self.stdout.write(text if text.endswith("\n") else text + "\n")
-        self.stdout.flush()
-
-    def write(self, text: str) -> None:
-        self.stdout.write(text)
-        self.stdout.flush()
-
-    def error(self, text: str) -> None:
-        self.failed = True
-        self.stderr.write(text.rstrip("\n") + "\n")
-        self.stderr.flush()
-
-    def note(self, text: str) -> None:
-        self.stderr.write(text.rstrip("\n") + "\n")
-        self.stderr.flush()
-
-
-def error_text(err: ApiError) -> str:
-    """kubectl's wording for a server error."""
-    if isinstance(err, UnavailableError):
-        return f"Unable to connect to the server: {err.message}"
-    return err.kubectl_message()
-
-
-def _run(args: argparse.Namespace, body: Callable[[Clientset, Out], Awaitable[None]]) -> int:
-    """Connect, run `body`, close; map every expected failure to a message and exit code 1."""
-    out = Out()
-    try:
-        asyncio.run(_with_clientset(args, body, out))
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except ApiError as e:
-        out.error(error_text(e))
-    except _CommandError as e:
-        out.error(f"error: {e}")
-    return 1 if out.failed else 0
-
-
-class _CommandError(Exception):
-    """A usage or local error, printed as kubectl does: `error: ...`."""
-
-
-async def _with_clientset(
-    args: argparse.Namespace, body: Callable[[Clientset, Out], Awaitable[None]], out: Out
-) -> None:
-    from kse.client.channel import channel_source_from_connection
-    from kse.config import ConfigError, ConnectionFile, resolve
-
-    try:
-        conn = ConnectionFile.load(resolve(args.config))
-        # Follows the credential files, so a long `kse get -w` survives a rotation (its watch
-        # resumes on the new channel from the last revision printed).
-        channel = channel_source_from_connection(conn, options=[("grpc.primary_user_agent", CLI_USER_AGENT)])
-    except ConfigError as e:
-        raise _CommandError(str(e)) from None
-    except OSError as e:
-        raise _CommandError(f"cannot read client credentials: {e}") from None
-    timeout = float(args.request_timeout)
-    cs = Clientset(
-        channel,
-        qps=0,  # one person at a terminal: no client-side throttling
-        burst=0,
-        user_agent=CLI_USER_AGENT,
-        timeout=timeout,
-        retry=RetryPolicy(deadline=min(timeout, 5.0)),
-    )
-    try:
-        await body(cs, out)
-    finally:
-        await channel.close(grace=None)
-
-
-def _describe(kind: Kind, name: str) -> str:
-    """kubectl's `pod/nginx` / `priorityclass.scheduling.k8s.io/high` object label."""
-    return printers.resource_name(kind, name)
-
-
-def _quoted(kind: Kind, name: str) -> str:
-    """kubectl delete's `pod "nginx"` form."""
-    prefix = kind.kind.lower() + (f".{kind.group}" if kind.group else "")
-    return f'{prefix} "{name}"'
-
-
-# ---------------------------------------------------------------- manifests
-
-_SEPARATOR = re.compile(r"^---")
-
-
-def split_documents(text: str) -> list[tuple[int, str]]:
-    """Split a YAML stream into (number, text) documents the way kubectl's YAML reader does: at
-    lines that start with `---` followed by nothing but spaces or a comment. Numbers are 1-based
-    and count empty documents, as YAML does; only documents with content are returned."""
-    chunks: list[str] = []
-    current: list[str] = []
-    for line in text.splitlines(keepends=True):
-        if _SEPARATOR.match(line):
-            rest = line[3:].strip()
-            if not rest or rest.startswith("#"):
-                chunks.append("".join(current))
-                current = []
-                continue
-        current.append(line)
-    chunks.append("".join(current))
-    # Text before the first `---` is a document only if it has content.
-    first = 1 if _has_content(chunks[0]) else 0
-    numbered = [(i + first, chunk) for i, chunk in enumerate(chunks)]
-    return [(n, doc) for n, doc in numbered if _has_content(doc)]
-
-
-def _has_content(doc: str) -> bool:
-    return any(line.strip() and not line.lstrip().startswith("#") for line in doc.splitlines())
-
-
-@dataclass
-class ManifestObject:
-    source: str
-    obj: Message  # the typed message (pb.Pod, ...)
-    kind: Kind
-    fields: dict[str, Any] = field(default_factory=dict)  # the known fields as written (JSON names)
-
-
-def _manifest_files(spec: str, recursive: bool) -> list[tuple[str, str]]:
-    """(source label, text) for every manifest a `-f` value names."""
-    if spec == "-":
-        return [("STDIN", sys.stdin.read())]
-    path = Path(spec)
-    if path.is_dir():
-        pattern = "**/*" if recursive else "*"
-        files = sorted(p for p in path.glob(pattern) if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
-        return [(str(p), p.read_text()) for p in files]
-    if not path.exists():
-        raise _CommandError(f'the path "{spec}" does not exist')
-    return [(str(path), path.read_text())]
-
-
-def read_manifests(
-    specs: Iterable[str], recursive: bool, out: Out, validate: str = "ignore"
-) -> list[ManifestObject]:
-    """Every object in the given files; a document that cannot be loaded (an unsupported kind, bad
-    YAML) is reported and skipped, and the rest still load.
-
-    Unknown fields are handled as kubectl's `--validate` says (`validate`): "warn" prints
-    `Warning: unknown field "spec.nodeSelecter"` for each, "strict" reports the object as an error
-    and skips it, "ignore" says nothing.
-    """
-    objects: list[ManifestObject] = []
-    for spec in specs:
-        try:
-            files = _manifest_files(spec, recursive)
-        except OSError as e:
-            out.error(f"error: {e}")
-            continue
-        for source, text in files:
-            # One document at a time, so that one bad document (an unsupported kind) is reported
-            # and the others still apply, as kubectl does.
-            for number, doc in split_documents(text):
-                try:
-                    loaded = decode_manifests(doc, source)
-                except ManifestError as e:
-                    out.error(f"error: {_renumber(e, source, number)}")
-                    continue
-                for decoded in loaded:
-                    m = ManifestObject(source, unwrap(decoded.obj), kind_of(decoded.obj), decoded.fields)
-                    if decoded.unknown_fields and not _field_validation(
-                        m, decoded.unknown_fields, validate, out
-                    ):
-                        continue
-                    objects.append(m)
-    return objects
-
-
-def _field_validation(m: ManifestObject, unknown: list[str], validate: str, out: Out) -> bool:
-    """Report unknown fields as the API server's field validation words them; False: refused."""
-    found = ", ".join(f'unknown field "{path}"' for path in unknown)
-    if validate == "strict":
-        name = m.obj.metadata.name or m.obj.metadata.generate_name  # type: ignore[attr-defined]
-        out.error(
-            f'error: error validating "{m.source}": {m.kind.kind} "{name}": strict decoding error: {found}; '
-            "if you choose to ignore these errors, turn validation off with --validate=false"
-        )
-        return False
-    if validate == "warn":
-        for path in unknown:
-            out.note(f'Warning: unknown field "{path}"')
-    return True
-
-
-def _renumber(err: ManifestError, source: str, number: int) -> str:
-    """The loader numbered the document within the piece it was given; put the file's number back."""
-    text = str(err)
-    prefix = f"{source}: document {err.document}: "
-    if err.document is not None and text.startswith(prefix):
-        return f"{source}: document {number}: {text[len(prefix) :]}"
-    return text
-
-
-def _namespace_for(m: ManifestObject, flag_ns: str) -> str:
-    if not m.kind.namespaced:
-        return ""
-    own = m.obj.metadata.namespace  # type: ignore[attr-defined]
-    if own and flag_ns and own != flag_ns:
-        raise _CommandError(
-            f'the namespace from the provided object "{own}" does not match the namespace "{flag_ns}". '
-            f"You must pass '--namespace={own}' to perform this operation."
-        )
-    return str(own or flag_ns or "default")
-
-
-# ---------------------------------------------------------------- apply and create
-
-
-def _as_message(data: dict[str, Any], kind: Kind) -> Message:
-    out = kind.message()
-    json_format.ParseDict(data, out, ignore_unknown_fields=True)
-    return out
-
-
-def _manifest_with_namespace(m: ManifestObject, ns: str) -> dict[str, Any]:
-    """The manifest as applied: with the namespace it lands in, as kubectl's builder sets it
-    (so the last-applied annotation names it too)."""
-    manifest = copy.deepcopy(m.fields)
-    if m.kind.namespaced:
-        manifest.setdefault("metadata", {})["namespace"] = ns
-    return manifest
-
-
-async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -> None:
-    client = cs.resource(m.kind)
-    meta = m.obj.metadata  # type: ignore[attr-defined]
-    name = meta.name
-    if not name:
-        out.error(
-            f'error: error when retrieving current configuration of "{m.source}": '
-            f"resource name may not be empty"
-        )
-        return
-    try:
-        ns = _namespace_for(m, flag_ns)
-    except _CommandError as e:
-        out.error(f"error: {e}")
-        return
-    modified = with_last_applied(_manifest_with_namespace(m, ns))
-    label = _describe(m.kind, name)
-    try:
-        for _attempt in range(APPLY_CONFLICT_RETRIES):
-            try:
-                live = await client.get_in(ns, name)
-            except NotFoundError:
-                try:
-                    await client.create(_as_message(modified, m.kind))
-                except ApiError as e:
-                    out.error(_from_server(e, "creating", m.source))
-                    return
-                out.line(f"{label} created")
-                return
-            current = to_dict(live)
-            try:
-                original = original_of(current)
-            except ApplyError as e:
-                out.error(f'error: error when applying patch to "{m.source}": {label}: {e}')
-                return
-            if original is None and _attempt == 0:
-                out.note(
-                    f"Warning: resource {m.kind.resource}/{name} is missing the {LAST_APPLIED} annotation "
-                    "which is required by kse apply. kse apply should only be used on resources created "
-                    "declaratively by either kse create --save-config or kse apply. The missing annotation "
-                    "will be patched automatically."
-                )
-            desired = _as_message(
-                three_way_merge(original, modified, current, m.kind.message.DESCRIPTOR), m.kind
-            )
-            if desired == live:
-                out.line(f"{label} unchanged")
-                return
-            desired.metadata.resource_version = live.metadata.resource_version  # type: ignore[attr-defined]
-            try:
-                await client.update(desired)
-            except ConflictError:
-                continue  # someone wrote in between: merge onto the new state
-            except ApiError as e:
-                out.error(_from_server(e, "applying patch", m.source))
-                return
-            out.line(f"{label} configured")
-            return
-        out.error(
-            f"error: {label}: the object keeps changing; gave up after {APPLY_CONFLICT_RETRIES} conflicts"
-        )
-    except ApiError as e:
-        out.error(_from_server(e, "retrieving current configuration of", m.source))
-
-
-def _from_server(err: ApiError, doing: str, source: str) -> str:
-    if isinstance(err, UnavailableError):
-        return error_text(err)
-    return f'Error from server ({err.reason}): error when {doing} "{source}": {err.message}'
-
-
-def cmd_apply(args: argparse.Namespace) -> int:
-    async def body(cs: Clientset, out: Out) -> None:
-        objects = read_manifests(args.filename, args.recursive, out, args.validate)
-        if not objects and not out.failed:
-            raise _CommandError("no objects passed to apply")
-        for m in objects:
-            await _apply_one(cs, m, args.namespace, out)
-
-    return _run(args, body)
-
-
-async def _create_one(cs: Clientset, m: ManifestObject, flag_ns: str, save_config: bool, out: Out) -> None:
-    """kubectl create: one Create; the server names the object if the manifest has generateName."""
-    try:
-        ns = _namespace_for(m, flag_ns)
-    except _CommandError as e:
-        out.error(f"error: {e}")
-        return
-    obj = m.obj
-    if m.kind.namespaced:
-        obj.metadata.namespace = ns  # type: ignore[attr-defined]
-    if save_config:
-        obj.metadata.annotations[LAST_APPLIED] = last_applied_json(_manifest_with_namespace(m, ns))  # type: ignore[attr-defined]
-    try:
-        created = await cs.resource(m.kind).create(obj)
-    except ApiError as e:
-        out.error(_from_server(e, "creating", m.source))
-        return
-    out.line(f"{_describe(m.kind, created.metadata.name)} created")  # type: ignore[attr-defined]
-
-
-def cmd_create(args: argparse.Namespace) -> int:
-    async def body(cs: Clientset, out: Out) -> None:
-        objects = read_manifests(args.filename, args.recursive, out, args.validate)
-        if not objects and not out.failed:
-            raise _CommandError("no objects passed to create")
-        for m in objects:
-            await _create_one(cs, m, args.namespace, args.save_config, out)
-
-    return _run(args, body)
-
-
 # ---------------------------------------------------------------- get
-
-
-def _lookup(resource: str) -> Kind:
-    try:
-        return lookup_resource(resource)
-    except UnknownKindError:
-        raise _CommandError(f'the server doesn\'t have a resource type "{resource}"') from None
 
 
 def cmd_get(args: argparse.Namespace) -> int:
     async def body(cs: Clientset, out: Out) -> None:
-        kind = _lookup(args.resource)
+        kind = lookup(args.resource)
         ns = "" if (args.all_namespaces or not kind.namespaced) else (args.namespace or "default")
         with_ns = bool(args.all_namespaces and kind.namespaced)
         client = cs.resource(kind)
@@ -579,7 +205,7 @@ def cmd_get(args: argparse.Namespace) -> int:
             return
         out.write(printers.format_objects(kind, page.items, args.output, now=now, with_namespace=with_ns))
 
-    return _run(args, body)
+    return run(args, body)
 
 
 class _WatchPrinter:
@@ -650,7 +276,7 @@ async def _watch(
     field_selector = args.field_selector
     if args.names:
         if len(args.names) > 1:
-            raise _CommandError(
+            raise CommandError(
                 "watch is only supported on individual resources and resource collections, "
                 f"but {len(args.names)} resources were found"
             )
@@ -661,93 +287,3 @@ async def _watch(
         cs.resource(kind), printer, namespace=ns, label_selector=args.selector, field_selector=field_selector
     )
     await reflector.run()  # until Ctrl-C
-
-
-# ---------------------------------------------------------------- delete
-
-
-def _delete_usage_error(args: argparse.Namespace) -> str | None:
-    """kubectl delete's checks of the flag combinations (delete.go Validate, the resource builder)."""
-    selecting = bool(args.selector or args.field_selector or args.all)
-    if args.all and args.selector:
-        return "cannot set --all and --selector at the same time"
-    if args.all and args.field_selector:
-        return "cannot set --all and --field-selector at the same time"
-    if args.filename:
-        if args.resource or args.names:
-            return (
-                "there is no need to specify a resource type as a separate argument "
-                "when passing arguments in resource/name form or with -f"
-            )
-        if selecting:
-            return "-f cannot be combined with --selector, --field-selector or --all"
-        return None
-    if not args.resource:
-        return "you must provide one or more resources by argument or filename"
-    has_names = bool(args.names) or "/" in args.resource
-    if selecting and has_names:
-        return "name cannot be provided when a selector is specified"
-    if args.all_namespaces and has_names:
-        return "a resource cannot be retrieved by name across all namespaces"
-    return None
-
-
-async def _delete_targets(
-    cs: Clientset, args: argparse.Namespace, out: Out
-) -> list[tuple[Kind, str, str, str]]:
-    """(kind, namespace, name, source) of every object the command names or selects."""
-    targets: list[tuple[Kind, str, str, str]] = []
-    if args.filename:
-        for m in read_manifests(args.filename, args.recursive, out):
-            try:
-                ns = _namespace_for(m, args.namespace)
-            except _CommandError as e:
-                out.error(f"error: {e}")
-                continue
-            targets.append((m.kind, ns, m.obj.metadata.name, m.source))  # type: ignore[attr-defined]
-        return targets
-    resource, slash, first = args.resource.partition("/")
-    kind = _lookup(resource)
-    if args.selector or args.field_selector or args.all:
-        ns = "" if (args.all_namespaces or not kind.namespaced) else (args.namespace or "default")
-        page = await cs.resource(kind).list_all(
-            ns, label_selector=args.selector, field_selector=args.field_selector
-        )
-        for obj in page.items:
-            meta = obj.metadata  # type: ignore[attr-defined]
-            targets.append((kind, meta.namespace if kind.namespaced else "", meta.name, ""))
-        return targets
-    names = ([first] if slash else []) + list(args.names)
-    if not names:
-        raise _CommandError(f'resource(s) were provided, but no name was specified for "{resource}"')
-    ns = (args.namespace or "default") if kind.namespaced else ""
-    targets.extend((kind, ns, name, "") for name in names)
-    return targets
-
-
-def cmd_delete(args: argparse.Namespace) -> int:
-    async def body(cs: Clientset, out: Out) -> None:
-        problem = _delete_usage_error(args)
-        if problem:
-            raise _CommandError(problem)
-        selecting = bool(args.selector or args.field_selector or args.all)
-        # As kubectl: --ignore-not-found defaults to true when objects are selected, since one that
-        # vanished between the list and the delete is what was asked for anyway.
-        ignore_not_found = selecting if args.ignore_not_found is None else args.ignore_not_found
-        targets = await _delete_targets(cs, args, out)
-        if selecting and not targets:
-            out.line("No resources found")
-            return
-        for kind, ns, name, source in targets:
-            try:
-                await cs.resource(kind).delete_in(ns, name)
-            except NotFoundError as e:
-                if not ignore_not_found:
-                    out.error(_from_server(e, "deleting", source) if source else error_text(e))
-                continue
-            except ApiError as e:
-                out.error(_from_server(e, "deleting", source) if source else error_text(e))
-                continue
-            out.line(f"{_quoted(kind, name)} deleted")
-
-    return _run(args, body)
