@@ -53,6 +53,8 @@ def _manifest_with_namespace(m: ManifestObject, ns: str) -> dict[str, Any]:
 
 
 async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -> None:
+    """Create the object with its annotation, or Update it to the three-way merge (kubectl's
+    apply.go / patcher.go flow, with one Update in place of the PATCH)."""
     client = cs.resource(m.kind)
     meta = m.obj.metadata  # type: ignore[attr-defined]
     name = meta.name
@@ -70,7 +72,7 @@ async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -
     modified = with_last_applied(_manifest_with_namespace(m, ns))
     label = describe(m.kind, name)
     try:
-        for _attempt in range(APPLY_CONFLICT_RETRIES):
+        for attempt in range(APPLY_CONFLICT_RETRIES):
             try:
                 live = await client.get_in(ns, name)
             except NotFoundError:
@@ -87,9 +89,11 @@ async def _apply_one(cs: Clientset, m: ManifestObject, flag_ns: str, out: Out) -
             except ApplyError as e:
                 out.error(f'error: error when applying patch to "{m.source}": {label}: {e}')
                 return
-            if original is None and _attempt == 0:
+            if original is None and attempt == 0:
+                # kubectl's warningNoLastAppliedConfigAnnotation, naming the group resource as it does.
+                resource = m.kind.resource + (f".{m.kind.group}" if m.kind.group else "")
                 out.note(
-                    f"Warning: resource {m.kind.resource}/{name} is missing the {LAST_APPLIED} annotation "
+                    f"Warning: resource {resource}/{name} is missing the {LAST_APPLIED} annotation "
                     "which is required by kse apply. kse apply should only be used on resources created "
                     "declaratively by either kse create --save-config or kse apply. The missing annotation "
                     "will be patched automatically."
