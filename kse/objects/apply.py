@@ -77,15 +77,15 @@ class ApplyError(ValueError):
 def last_applied_json(manifest: dict[str, Any]) -> str:
     """The annotation's value for a manifest: its JSON without the annotation itself.
 
-    As kubectl writes it: compact, keys sorted (Go's encoding/json sorts map keys), and the
-    trailing newline of json.Encoder.
+    As kubectl writes it: compact, keys sorted (Go's encoding/json sorts map keys), the trailing
+    newline of json.Encoder, and `metadata.annotations` always present, `{}` when the manifest has
+    none (GetModifiedConfiguration starts from an empty map when there is none).
     """
     clean = copy.deepcopy(manifest)
-    annotations = clean.get("metadata", {}).get("annotations")
-    if isinstance(annotations, dict):
-        annotations.pop(LAST_APPLIED, None)
-        if not annotations:
-            del clean["metadata"]["annotations"]
+    meta = clean.setdefault("metadata", {})
+    annotations = meta.get("annotations")
+    meta["annotations"] = dict(annotations) if isinstance(annotations, dict) else {}
+    meta["annotations"].pop(LAST_APPLIED, None)
     return json.dumps(clean, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 

@@ -297,7 +297,7 @@ async def test_apply_without_the_gates_ungates_the_pod_as_the_docs_show(apiserve
     live = json.loads(r.out)
     last = json.loads(live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"])
     assert last["spec"]["schedulingGates"] == [{"name": "example.com/foo"}, {"name": "example.com/bar"}]
-    assert last["metadata"] == {"name": "test-pod", "namespace": "default"}
+    assert last["metadata"] == {"annotations": {}, "name": "test-pod", "namespace": "default"}
 
     # Someone else labels the pod meanwhile: apply keeps what it never owned.
     cs = Clientset(await apiserver.channel("admin"), qps=0, burst=0)

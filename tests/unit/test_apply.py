@@ -215,16 +215,17 @@ def test_last_applied_json_is_kubectls_sorted_compact_json_without_itself() -> N
     assert text.endswith("}\n")
     assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":")) + "\n"
     assert json.loads(text)["metadata"]["annotations"] == {"z": "1"}
-    # Only the annotation itself: the annotations map goes too rather than stay empty.
+    # As kubectl's: an empty annotations map when the manifest has none but this one.
     only_itself = json.loads(last_applied_json(pod(annotations={LAST_APPLIED: "x"})))
-    assert "annotations" not in only_itself["metadata"]
+    assert only_itself["metadata"] == {"name": "p", "annotations": {}}
+    assert json.loads(last_applied_json(pod()))["metadata"] == {"name": "p", "annotations": {}}
 
 
 def test_with_last_applied_round_trips_through_original_of() -> None:
     manifest = pod({"containers": [{"name": "c"}]}, labels={"a": "b"})
     sent = with_last_applied(manifest)
     assert manifest == pod({"containers": [{"name": "c"}]}, labels={"a": "b"}), "input untouched"
-    assert original_of(sent) == manifest
+    assert original_of(sent) == pod({"containers": [{"name": "c"}]}, labels={"a": "b"}, annotations={})
     assert original_of(pod()) is None
 
 
