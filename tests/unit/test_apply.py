@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kse.objects.apply import (
     LAST_APPLIED,
@@ -241,3 +243,39 @@ def test_applying_the_same_manifest_twice_changes_nothing() -> None:
 def test_an_unreadable_annotation_is_an_error_naming_it(value: str) -> None:
     with pytest.raises(ApplyError, match="last-applied-configuration"):
         original_of(pod(annotations={LAST_APPLIED: value}))
+
+
+# ---------------------------------------------------------------- properties
+
+_keys = st.sampled_from(["a", "b", "c", "d", "e"])
+_maps = st.dictionaries(_keys, st.sampled_from(["1", "2", "3"]), max_size=5)
+
+
+@given(original=_maps, modified=_maps, current=_maps)
+@settings(max_examples=300, deadline=None)
+def test_map_merge_is_kubectls_rule_and_reapplying_changes_nothing(
+    original: dict[str, str], modified: dict[str, str], current: dict[str, str]
+) -> None:
+    out = merge(pod(labels=original), pod(labels=modified), pod(labels=current))["metadata"].get("labels", {})
+    # Manifest keys as written; keys the user removed since the last apply gone; others' kept.
+    expected = {k: v for k, v in current.items() if k not in original or k in modified} | modified
+    assert out == expected
+    again = merge(pod(labels=modified), pod(labels=modified), pod(labels=out))["metadata"].get("labels", {})
+    assert again == out
+
+
+@given(original=st.lists(_keys, unique=True), modified=st.lists(_keys, unique=True),
+       current=st.lists(_keys, unique=True))
+@settings(max_examples=300, deadline=None)
+def test_keyed_list_merge_keeps_every_manifest_item_once_and_others_in_order(
+    original: list[str], modified: list[str], current: list[str]
+) -> None:
+    def gates(names: list[str]) -> dict[str, Any]:
+        return pod({"schedulingGates": [{"name": n} for n in names]})
+
+    merged = merge(gates(original), gates(modified), gates(current))
+    out = [g["name"] for g in merged["spec"]["schedulingGates"]]
+    theirs = [n for n in current if n not in modified and n not in original]
+    assert sorted(out) == sorted(modified + theirs)
+    assert [n for n in out if n in modified] == modified  # the manifest's order
+    assert [n for n in out if n in theirs] == theirs  # server-only items keep their relative order
