@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from kse.fileio import write_atomic
 
 ENV_VAR = "KSE_CONFIG"
@@ -42,10 +44,19 @@ class ConnectionFile:
     def load(cls, path: str | os.PathLike[str]) -> ConnectionFile:
         path = Path(path).expanduser()
         try:
-            raw = json.loads(path.read_text())
+            text = path.read_text()
         except FileNotFoundError:
             raise ConfigError(f"connection file {path} does not exist") from None
         except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot read connection file {path}: {e}") from None
+        if is_kubeconfig(text):
+            raise ConfigError(
+                f"{path} is a kubeconfig (for kubectl and the HTTP API); kse's own commands need a "
+                f"connection file such as {DEFAULT_PATH} (`kse up` writes one into its data dir)"
+            )
+        try:
+            raw = json.loads(text)
+        except ValueError as e:
             raise ConfigError(f"cannot read connection file {path}: {e}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"connection file {path}: expected a JSON object")
@@ -86,6 +97,21 @@ class ConnectionFile:
         """Write atomically (temp file in the same directory, then rename): readers see old or new."""
         path = Path(path).expanduser()
         write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n", durable=True)
+
+
+def is_kubeconfig(text: str) -> bool:
+    """Whether a file's text is a kubeconfig (YAML or JSON with `kind: Config` and `clusters`),
+    which people pass where a connection file belongs now that kse writes both."""
+    try:
+        raw = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError:
+        return False
+    return (
+        isinstance(raw, dict)
+        and raw.get("kind") == "Config"
+        and "clusters" in raw
+        and raw.get("apiVersion", "v1") == "v1"
+    )
 
 
 def resolve(explicit: str | os.PathLike[str] | None) -> Path:

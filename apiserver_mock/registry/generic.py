@@ -22,7 +22,12 @@ from apiserver_mock import errors, wire
 from apiserver_mock.auth.authz import Authorizer, ObjectCheck
 from apiserver_mock.errors import Conflict, FencedOff, Invalid, NotFound
 from apiserver_mock.fencing import Fencer, Guard, violated
-from apiserver_mock.registry.strategy import STRATEGIES, Strategy
+from apiserver_mock.registry.strategy import (
+    MAX_NAME_GENERATION_ATTEMPTS,
+    STRATEGIES,
+    Strategy,
+    generate_name,
+)
 from apiserver_mock.storage import Store, WriteResult
 from apiserver_mock.validation import validate_binding, validate_object, validate_update
 from apiserver_mock.validation.field import FieldErrors
@@ -176,6 +181,7 @@ class Registry:
         meta: pb.ObjectMeta = msg.metadata  # type: ignore[attr-defined]
         if kind.namespaced and not meta.namespace:
             meta.namespace = "default"
+        generated = not meta.name and bool(meta.generate_name)
         strategy = STRATEGIES[kind.field]
         strategy.prepare_for_create(kind, msg)
         self.authz.authorize(ident, "create", kind, "", meta.namespace, meta.name)
@@ -187,6 +193,15 @@ class Registry:
         if req.dry_run:
             return wire.object_wire(kind, value), cache.revision
         res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard)
+        # A generated name that is taken is drawn again, as upstream's store does
+        # (k8s.io/apiserver/pkg/registry/generic/registry/store.go, createWithGenerateNameRetry).
+        for _ in range(MAX_NAME_GENERATION_ATTEMPTS - 1):
+            if res.succeeded or not generated or res.current is None:
+                break
+            self.check_guard(guard, res)  # a fence that failed is reported, not retried
+            meta.name = generate_name(meta.generate_name)
+            value = msg.SerializeToString()
+            res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard)
         if not res.succeeded:
             self.check_guard(guard, res)
             if res.current is None:  # only the fence's Lease moved, MAX_LEASE_RENEWALS times

@@ -32,8 +32,17 @@ Lookup = Callable[[Kind, str, str], Awaitable[Message | None]]
 ListAll = Callable[[Kind], list[Message]]
 
 
+# names.SimpleNameGenerator: 5 random characters after the prefix, the prefix cut so the name fits 63.
+_RANDOM_LENGTH = 5
+_MAX_GENERATED_PREFIX = 63 - _RANDOM_LENGTH
+# store.go's maxNameGenerationCreateAttempts: a generated name that exists already is drawn again.
+MAX_NAME_GENERATION_ATTEMPTS = 8
+
+
 def generate_name(prefix: str) -> str:
-    return prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+    """`prefix` plus 5 random characters, as k8s.io/apiserver/pkg/storage/names.SimpleNameGenerator."""
+    base = prefix[:_MAX_GENERATED_PREFIX]
+    return base + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(_RANDOM_LENGTH))
 
 
 class Strategy:
@@ -105,6 +114,7 @@ class PodStrategy(Strategy):
         pod.status.qos_class = qos_class(pod.spec)
         if not pod.spec.scheduler_name:
             pod.spec.scheduler_name = DEFAULT_SCHEDULER
+        apply_scheduling_gated_condition(pod)
 
     async def admit_create(self, msg: Message, lookup: Lookup, list_all: ListAll) -> None:
         """Priority admission: resolve spec.priority and preemptionPolicy from the PriorityClass."""
@@ -172,6 +182,27 @@ STRATEGIES: dict[str, Strategy] = {
     "event": Strategy(),
     "priority_class": PriorityClassStrategy(),
 }
+
+
+SCHEDULING_GATED = "SchedulingGated"
+
+
+def apply_scheduling_gated_condition(pod: pb.Pod) -> None:
+    """A new pod with scheduling gates gets PodScheduled=False, reason SchedulingGated, so that
+    clients (kubectl get's STATUS column) see why it waits, as kube-apiserver's pod strategy does
+    on create (pkg/registry/core/pod/strategy.go, applySchedulingGatedCondition). Binding sets the
+    condition True later."""
+    if not pod.spec.scheduling_gates:
+        return
+    if any(c.type == "PodScheduled" for c in pod.status.conditions):
+        return
+    pod.status.conditions.add(
+        type="PodScheduled",
+        status="False",
+        reason=SCHEDULING_GATED,
+        message="Scheduling is blocked due to non-empty scheduling gates",
+        last_transition_time=now_rfc3339(),
+    )
 
 
 def qos_class(spec: pb.PodSpec) -> str:

@@ -21,8 +21,12 @@ Loading follows what Kubernetes does with a manifest, step by step:
    converts YAML to JSON *without* the target type (YAMLToJSON), so there the API server also
    refuses a number or boolean in a plain string field; kse accepts them as the typed
    conversion does, since real manifests (and the docs' examples) carry them.
-3. **Unknown fields dropped**: field names match case-sensitively on the JSON (camelCase) name,
-   as the API server decodes; then `json_format.ParseDict(..., ignore_unknown_fields=True)`.
+3. **Unknown fields dropped, and reported**: field names match case-sensitively on the JSON
+   (camelCase) name, as the API server decodes; a name that matches no field is left out and its
+   JSON path (`spec.nodeSelecter`, `spec.containers[0].imagePullPolcy`) recorded, as the API
+   server's field validation names it (`unknown field "spec.nodeSelecter"`): `decode_manifests`
+   returns those paths beside each object so a client can warn (kubectl's Warn) or refuse
+   (Strict); `load_manifests` returns only the objects.
 
 Only served kinds load (`kse.objects.kinds`); anything else (Deployment, Service, ...) raises a
 ManifestError naming the source, document, kind and apiVersion, and the kinds that are served.
@@ -38,7 +42,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
@@ -55,7 +59,9 @@ from kse.objects.quantity import QuantityError, parse_quantity
 from proto import kse_pb2 as pb
 
 __all__ = [
+    "DecodedObject",
     "ManifestError",
+    "decode_manifests",
     "go_format_float32",
     "go_json_float",
     "list_to_dict",
@@ -470,6 +476,7 @@ def _key_text(key: Any, path: str) -> str:
 @dataclass
 class _Walk:
     budget: int = _NODE_BUDGET
+    unknown: list[str] = field(default_factory=list)  # JSON paths of fields no message has
 
     def tick(self, path: str) -> None:
         self.budget -= 1
@@ -564,9 +571,12 @@ def _coerce_message(value: Any, desc: Descriptor, path: str, walk: _Walk) -> dic
     for raw_key, item in value.items():
         key = _key_text(raw_key, path)
         fd = by_json.get(key)
-        if fd is None or item is None:
-            continue  # unknown field (dropped, as Kubernetes does) or null (the zero value)
         fpath = f"{path}.{key}" if path else key
+        if fd is None:
+            walk.unknown.append(fpath)  # dropped, as Kubernetes does; reported for field validation
+            continue
+        if item is None:
+            continue  # null: the zero value
         out[key] = _coerce_field(item, fd, fpath, walk)
     return out
 
@@ -657,13 +667,31 @@ def _lookup_kind(kind: Any, api_version: Any, source: str, document: int, where:
     return found
 
 
-def _object_from_dict(raw: dict[str, Any], kind: Kind, source: str, document: int, where: str) -> pb.Object:
+@dataclass
+class DecodedObject:
+    """One object of a manifest, with what the decoder saw on the way.
+
+    `fields` is the manifest's own content for the known fields, coerced to the field types and
+    keyed by JSON name (what the user wrote, before protobuf drops zero values: the input of
+    kubectl's client-side apply, `kse.objects.apply`). `unknown_fields` are the JSON paths the
+    decoder dropped, in document order.
+    """
+
+    obj: pb.Object
+    fields: dict[str, Any]
+    unknown_fields: list[str]
+
+
+def _object_from_dict(
+    raw: dict[str, Any], kind: Kind, source: str, document: int, where: str
+) -> DecodedObject:
     meta = raw.get("metadata")
     name = (meta.get("name") or meta.get("generateName")) if isinstance(meta, dict) else None
     label = f"{kind.kind} {name!r}" if isinstance(name, str) else kind.kind
     prefix = f"{where}: " if where else ""
+    walk = _Walk()
     try:
-        clean = _coerce_message(raw, kind.message.DESCRIPTOR, "", _Walk())
+        clean = _coerce_message(raw, kind.message.DESCRIPTOR, "", walk)
     except _FieldError as err:
         raise ManifestError(
             f"{prefix}{label}: {err}",
@@ -686,10 +714,10 @@ def _object_from_dict(raw: dict[str, Any], kind: Kind, source: str, document: in
             api_version=kind.api_version,
         ) from None
     target.SetInParent()
-    return out
+    return DecodedObject(out, clean, walk.unknown)
 
 
-def _load_document(doc: Any, source: str, document: int) -> list[pb.Object]:
+def _load_document(doc: Any, source: str, document: int) -> list[DecodedObject]:
     if not isinstance(doc, dict):
         raise ManifestError(
             f"expected an object (a mapping), got {_type_name(doc)}", source=source, document=document
@@ -703,7 +731,7 @@ def _load_document(doc: Any, source: str, document: int) -> list[pb.Object]:
             )
         # A typed list (PodList) names its items' kind; a plain List's items carry their own.
         item_kind = kind[: -len("List")] if kind != "List" else None
-        out: list[pb.Object] = []
+        out: list[DecodedObject] = []
         for i, item in enumerate(items):
             where = f"items[{i}]"
             if not isinstance(item, dict):
@@ -713,18 +741,21 @@ def _load_document(doc: Any, source: str, document: int) -> list[pb.Object]:
             ikind = item.get("kind") or item_kind
             iapi = item.get("apiVersion") or (api_version if item_kind else None)
             k = _lookup_kind(ikind, iapi, source, document, where)
-            obj = _object_from_dict(item, k, source, document, where)
-            msg = getattr(obj, k.field)
+            decoded = _object_from_dict(item, k, source, document, where)
+            msg = getattr(decoded.obj, k.field)
             msg.kind = msg.kind or k.kind
             msg.api_version = msg.api_version or k.api_version
-            out.append(obj)
+            decoded.fields.setdefault("kind", k.kind)
+            decoded.fields.setdefault("apiVersion", k.api_version)
+            out.append(decoded)
         return out
     k = _lookup_kind(kind, api_version, source, document, "")
     return [_object_from_dict(doc, k, source, document, "")]
 
 
-def load_manifests(text: str, source: str = "<input>") -> list[pb.Object]:
-    """Every object in a YAML (multi-document, KYAML) or JSON manifest, in order.
+def decode_manifests(text: str, source: str = "<input>") -> list[DecodedObject]:
+    """Every object in a YAML (multi-document, KYAML) or JSON manifest, in order, each with its
+    known fields as written and the paths of the unknown fields that were dropped.
 
     Empty documents are skipped; `kind: List` (and `PodList`, ...) contribute their items.
     Raises ManifestError for invalid YAML/JSON, an unsupported kind or apiVersion, or a field
@@ -738,7 +769,7 @@ def load_manifests(text: str, source: str = "<input>") -> list[pb.Object]:
         docs = _json_documents(text)
     if docs is None:
         docs = _yaml_documents(text, source)
-    objects: list[pb.Object] = []
+    objects: list[DecodedObject] = []
     for index, doc in docs:
         if doc is None:
             continue
@@ -748,6 +779,17 @@ def load_manifests(text: str, source: str = "<input>") -> list[pb.Object]:
         else:
             objects.extend(_load_document(doc, source, index))
     return objects
+
+
+def load_manifests(text: str, source: str = "<input>") -> list[pb.Object]:
+    """Every object in a YAML (multi-document, KYAML) or JSON manifest, in order (unknown fields
+    dropped silently; `decode_manifests` reports them).
+
+    Empty documents are skipped; `kind: List` (and `PodList`, ...) contribute their items.
+    Raises ManifestError for invalid YAML/JSON, an unsupported kind or apiVersion, or a field
+    value of the wrong shape (naming the field path).
+    """
+    return [decoded.obj for decoded in decode_manifests(text, source)]
 
 
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -273,20 +274,172 @@ def test_split_documents_like_kubectl() -> None:
     assert split_documents("# only a comment\n---\n") == []
 
 
-def test_merge_onto_keeps_server_fields_and_detects_no_change() -> None:
-    from cli.resources_cmd import merge_onto
+# ---------------------------------------------------------------- kubectl's apply, create, delete -l
 
-    live = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="default", uid="u1", resource_version="7",
-                                         labels={"app": "web"}))
-    live.spec.node_name = "node-1"  # set by a Bind, absent from the manifest
-    live.spec.containers.add(name="c", image="nginx", image_pull_policy="IfNotPresent")
-    live.status.phase = "Running"
-    manifest = pb.Pod(metadata=pb.ObjectMeta(name="p", labels={"app": "web"}))
-    manifest.spec.containers.add(name="c", image="nginx")
-    assert merge_onto(live, manifest) == live  # "unchanged"
-    manifest.metadata.labels["tier"] = "front"
-    manifest.status.phase = "Pending"  # status is never applied
-    merged = merge_onto(live, manifest)
-    assert merged.metadata.labels == {"app": "web", "tier": "front"}
-    assert (merged.metadata.uid, merged.spec.node_name, merged.status.phase) == ("u1", "node-1", "Running")
-    assert merged.spec.containers[0].image_pull_policy == "IfNotPresent"
+
+def example(relative: str) -> Path:
+    path = EXAMPLES / relative
+    if not path.is_file():
+        pytest.skip(f"the shared Kubernetes examples are absent ({path})")
+    return path
+
+
+async def test_apply_without_the_gates_ungates_the_pod_as_the_docs_show(apiserver: ApiServer,
+                                                                         config: str) -> None:
+    # content/en/docs/concepts/scheduling-eviction/pod-scheduling-readiness.md, step by step.
+    gated = example("pods/pod-with-scheduling-gates.yaml")
+    ungated = example("pods/pod-without-scheduling-gates.yaml")
+    r = await kse("apply", "-f", str(gated), "--config", config)
+    assert (r.code, r.out, r.err) == (0, "pod/test-pod created\n", "")
+    r = await kse("get", "pod", "test-pod", "--config", config)
+    assert r.out.splitlines()[1].split()[:3] == ["test-pod", "0/1", "SchedulingGated"]
+    r = await kse("get", "pod", "test-pod", "-o", "json", "--config", config)
+    live = json.loads(r.out)
+    last = json.loads(live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"])
+    assert last["spec"]["schedulingGates"] == [{"name": "example.com/foo"}, {"name": "example.com/bar"}]
+    assert last["metadata"] == {"annotations": {}, "name": "test-pod", "namespace": "default"}
+
+    # Someone else labels the pod meanwhile: apply keeps what it never owned.
+    cs = Clientset(await apiserver.channel("admin"), qps=0, burst=0)
+    pod = await cs.pods.get_in("default", "test-pod")
+    pod.metadata.labels["added-by"] = "someone-else"
+    await cs.pods.update(pod)
+
+    r = await kse("apply", "-f", str(ungated), "--config", config)
+    assert (r.code, r.out, r.err) == (0, "pod/test-pod configured\n", "")
+    r = await kse("get", "pod", "test-pod", "-o", "json", "--config", config)
+    live = json.loads(r.out)
+    assert "schedulingGates" not in live["spec"]
+    assert live["metadata"]["labels"] == {"added-by": "someone-else"}
+    pod = await cs.pods.get_in("default", "test-pod")
+    assert not pod.spec.scheduling_gates
+    r = await kse("apply", "-f", str(ungated), "--config", config)
+    assert (r.code, r.out) == (0, "pod/test-pod unchanged\n"), r.err
+
+    # Gates cannot be added back (the API server's rule): the error is the server's.
+    r = await kse("apply", "-f", str(gated), "--config", config)
+    assert r.code == 1
+    assert r.err.startswith('Error from server (Invalid): error when applying patch "'), r.err
+
+
+async def test_apply_over_an_object_not_created_by_apply_warns_and_patches_the_annotation(
+    apiserver: ApiServer, config: str
+) -> None:
+    cs = Clientset(await apiserver.channel("admin"), qps=0, burst=0)
+    pod = pb.Pod(metadata=pb.ObjectMeta(name="web", namespace="default", labels={"keep": "me"}))
+    pod.spec.containers.add(name="c", image="nginx:1")
+    await cs.pods.create(pod)
+    manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\n" \
+               "spec: {containers: [{name: c, image: 'nginx:1'}]}\n"
+    r = await kse("apply", "-f", "-", "--config", config, stdin=manifest)
+    assert (r.code, r.out) == (0, "pod/web configured\n"), r.err
+    assert r.err.startswith("Warning: resource pods/web is missing the "
+                            "kubectl.kubernetes.io/last-applied-configuration annotation")
+    live = await cs.pods.get_in("default", "web")
+    assert dict(live.metadata.labels) == {"keep": "me", "app": "web"}
+    # Now it has the annotation: removing the label from the manifest removes it from the pod.
+    unlabelled = manifest.replace("labels: {app: web}", "labels: {}")
+    r = await kse("apply", "-f", "-", "--config", config, stdin=unlabelled)
+    assert (r.code, r.out, r.err) == (0, "pod/web configured\n", "")
+    live = await cs.pods.get_in("default", "web")
+    assert dict(live.metadata.labels) == {"keep": "me"}
+
+
+UNKNOWN_FIELD_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  nodeSelecter:
+    disktype: ssd
+  containers:
+  - name: c
+    image: nginx
+"""
+
+
+async def test_unknown_fields_warn_by_default_refused_with_strict_silent_with_false(config: str) -> None:
+    r = await kse("apply", "-f", "-", "--config", config, stdin=UNKNOWN_FIELD_POD.format(name="warned"))
+    warning = 'Warning: unknown field "spec.nodeSelecter"\n'
+    assert (r.code, r.out, r.err) == (0, "pod/warned created\n", warning)
+
+    for flag in ("--validate=strict", "--validate=true", "--validate"):
+        strict = UNKNOWN_FIELD_POD.format(name="strict")
+        r = await kse("apply", "-f", "-", flag, "--config", config, stdin=strict)
+        assert (r.code, r.out) == (1, ""), flag
+        assert r.err.startswith('error: error validating "STDIN": Pod "strict": strict decoding error: '
+                                'unknown field "spec.nodeSelecter"'), r.err
+    r = await kse("get", "pod", "strict", "--config", config)
+    assert r.code == 1, "a refused object is not written"
+
+    r = await kse("create", "-f", "-", "--validate=false", "--config", config,
+                  stdin=UNKNOWN_FIELD_POD.format(name="ignored"))
+    assert (r.code, r.out, r.err) == (0, "pod/ignored created\n", "")
+    r = await kse("apply", "-f", "-", "--validate=maybe", "--config", config, stdin="")
+    assert r.code == 2 and 'invalid - validate option "maybe"' in r.err
+
+
+async def test_create_honours_generate_name_and_refuses_an_existing_name(config: str) -> None:
+    manifest = "apiVersion: v1\nkind: Pod\nmetadata: {generateName: web-}\n" \
+               "spec: {containers: [{name: c, image: nginx}]}\n"
+    names = set()
+    for _ in range(2):
+        r = await kse("create", "-f", "-", "--config", config, stdin=manifest)
+        assert r.code == 0, r.err
+        [line] = r.out.splitlines()
+        assert re.fullmatch(r"pod/web-[bcdfghjklmnpqrstvwxz2456789]{5} created", line), line
+        names.add(line.split()[0])
+    assert len(names) == 2
+
+    named = manifest.replace("generateName: web-", "name: fixed")
+    r = await kse("create", "-f", "-", "--save-config", "--config", config, stdin=named)
+    assert (r.code, r.out) == (0, "pod/fixed created\n"), r.err
+    r = await kse("create", "-f", "-", "--config", config, stdin=named)
+    assert r.code == 1
+    assert r.err.strip() == ('Error from server (AlreadyExists): error when creating "STDIN": '
+                             'pods "fixed" already exists')
+    # --save-config wrote the annotation: a later apply merges from it, without the warning.
+    r = await kse("apply", "-f", "-", "--config", config, stdin=named)
+    assert (r.code, r.out, r.err) == (0, "pod/fixed unchanged\n", "")
+
+
+async def test_delete_by_label_selector_all_and_all_namespaces(config: str) -> None:
+    pods = "".join(
+        f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}, labels: {{app: {app}}}}}"
+        "\nspec: {containers: [{name: c, image: nginx}]}\n"
+        for name, ns, app in (("a", "default", "web"), ("b", "default", "web"), ("c", "default", "db"),
+                              ("d", "team", "web"))
+    )
+    r = await kse("apply", "-f", "-", "--config", config, stdin=pods)
+    assert r.code == 0, r.err
+
+    r = await kse("delete", "pods", "-l", "app=web", "--config", config)
+    assert (r.code, r.out.splitlines()) == (0, ['pod "a" deleted', 'pod "b" deleted']), r.err
+    r = await kse("delete", "pods", "-l", "app=web", "--config", config)
+    assert (r.code, r.out) == (0, "No resources found\n"), r.err
+    r = await kse("delete", "pods", "--all", "--config", config)
+    assert (r.code, r.out) == (0, 'pod "c" deleted\n'), r.err
+    r = await kse("get", "pods", "-A", "-o", "name", "--config", config)
+    assert r.out == "pod/d\n"
+    r = await kse("delete", "po", "--all", "-A", "--config", config)
+    assert (r.code, r.out) == (0, 'pod "d" deleted\n'), r.err
+
+    for args, message in (
+        (("pods", "a", "-l", "app=web"), "error: name cannot be provided when a selector is specified"),
+        (("pods", "--all", "-l", "app=web"), "error: cannot set --all and --selector at the same time"),
+        (("pods", "a", "-A"), "error: a resource cannot be retrieved by name across all namespaces"),
+    ):
+        r = await kse("delete", *args, "--config", config)
+        assert (r.code, r.err.strip()) == (1, message), args
+
+
+async def test_a_kubeconfig_given_as_the_connection_file_is_named(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n")
+    r = await kse("get", "pods", "--config", str(kubeconfig))
+    assert r.code == 1
+    assert r.err.strip() == (
+        f"error: {kubeconfig} is a kubeconfig (for kubectl and the HTTP API); kse's own commands need a "
+        "connection file such as ~/.kse/config.json (`kse up` writes one into its data dir)"
+    )

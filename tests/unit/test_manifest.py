@@ -19,6 +19,7 @@ from kse.objects import timeutil
 from kse.objects.kinds import wrap
 from kse.objects.manifest import (
     ManifestError,
+    decode_manifests,
     go_format_float32,
     go_json_float,
     list_to_dict,
@@ -511,3 +512,47 @@ def test_parse_time_accepts_both_forms_and_offsets() -> None:
 def test_micro_time_round_trip(moment: datetime) -> None:
     assert timeutil.parse_time(timeutil.format_micro_time(moment)) == moment
     assert timeutil.parse_time(timeutil.format_time(moment)) == moment.replace(microsecond=0)
+
+
+# ---------------------------------------------------------------- unknown fields (field validation)
+
+
+def test_unknown_fields_are_reported_by_json_path_and_dropped() -> None:
+    text = POD.replace("  containers:\n", "  nodeSelecter: {disk: ssd}\n  containers:\n") + (
+        "    imagePullPolcy: Always\n  - name: d\n    image: x\n    portz: [80]\nstatuz: null\n"
+    )
+    [decoded] = decode_manifests(text)
+    assert decoded.unknown_fields == [
+        "spec.nodeSelecter",
+        "spec.containers[0].imagePullPolcy",
+        "spec.containers[1].portz",
+        "statuz",  # reported even when null, as strict decoding does
+    ]
+    # What is returned for the known fields does not change.
+    two_containers = POD.replace("    image: nginx\n", "    image: nginx\n  - name: d\n    image: x\n")
+    assert decoded.obj == one(two_containers)
+    assert load_manifests(text) == [decoded.obj]
+    assert "nodeSelecter" not in json.dumps(decoded.fields)
+
+
+def test_decoded_fields_are_the_manifest_as_written_with_zero_values_kept() -> None:
+    text = POD + "  priority: 0\n  hostNetwork: false\n"
+    [decoded] = decode_manifests(text)
+    assert decoded.unknown_fields == []
+    assert decoded.fields["spec"]["priority"] == 0
+    assert decoded.fields["spec"]["hostNetwork"] is False
+    assert decoded.fields["metadata"] == {"name": "web", "namespace": "default", "labels": {"app": "web"}}
+
+
+def test_unknown_fields_in_list_items_are_reported_per_item() -> None:
+    text = json.dumps({
+        "apiVersion": "v1",
+        "kind": "PodList",
+        "items": [
+            {"metadata": {"name": "a", "labelz": {}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        ],
+    })
+    a, b = decode_manifests(text)
+    assert (a.unknown_fields, b.unknown_fields) == (["metadata.labelz"], [])
+    assert (a.fields["kind"], a.fields["apiVersion"]) == ("Pod", "v1")
