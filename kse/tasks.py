@@ -102,12 +102,16 @@ class TaskSet:
         for task in self._tasks:
             task.cancel()
 
-    async def aclose(self) -> None:
+    async def aclose(self, grace: float | None = None) -> None:
         """Refuse new tasks, cancel the running ones and wait until every one has ended.
 
-        Idempotent. Their exceptions were logged when they ended; none is raised here, so closing
-        an owner in a `finally` never masks the error that is unwinding it."""
+        With a `grace`, the running tasks first get up to that many seconds to finish by
+        themselves (a stop grace: in-flight writes complete, the rest is cut). Idempotent. Their
+        exceptions were logged when they ended; none is raised here, so closing an owner in a
+        `finally` never masks the error that is unwinding it."""
         self._closed = True
+        if grace is not None and grace > 0 and self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace)
         while self._tasks:
             pending = set(self._tasks)
             for task in pending:
