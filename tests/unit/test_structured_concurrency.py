@@ -17,6 +17,7 @@ justified line by line.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,11 @@ class Site:
 
     def allowed(self) -> bool:
         return (self.path, self.function) in ALLOWED or (self.path, "*") in ALLOWED
+
+
+def _spawner_name(func: ast.Attribute | ast.Name) -> str | None:
+    name = func.attr if isinstance(func, ast.Attribute) else func.id
+    return name if name in _SPAWNERS else None
 
 
 def _is_taskgroup(node: ast.expr | None) -> bool:
@@ -111,13 +117,32 @@ class _Finder(ast.NodeVisitor):
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
 
-    # -- calls
+    # -- calls, and the spawners used any other way (aliased, passed along, `asyncio.Task(...)`)
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name in _SPAWNERS and not (isinstance(func, ast.Attribute) and self._owned(func.value)):
-            self.sites.append(Site(self.path, ".".join(self._names), node.lineno, ast.unparse(node)[:80]))
+        if isinstance(func, ast.Attribute | ast.Name) and _spawner_name(func) is not None:
+            if not (isinstance(func, ast.Attribute) and self._owned(func.value)):
+                self._flag(node)
+            for child in (*node.args, *node.keywords):
+                self.visit(child)
+            if isinstance(func, ast.Attribute):
+                self.visit(func.value)
+            return
+        if isinstance(func, ast.Attribute) and func.attr == "Task" and ast.unparse(func.value) == "asyncio":
+            self._flag(node)
         self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in _SPAWNERS and not self._owned(node.value):
+            self._flag(node)  # not called here: an alias such as `spawn = loop.create_task`
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in _SPAWNERS:
+            self._flag(node)
+
+    def _flag(self, node: ast.expr) -> None:
+        self.sites.append(Site(self.path, ".".join(self._names), node.lineno, ast.unparse(node)[:80]))
 
     def _owned(self, receiver: ast.expr) -> bool:
         if isinstance(receiver, ast.Name):
@@ -152,8 +177,13 @@ def find_unowned(paths: Iterator[Path] | list[Path]) -> list[Site]:
     return sites
 
 
+@functools.cache
+def _production_sites() -> tuple[Site, ...]:
+    return tuple(find_unowned(list(_sources())))
+
+
 def test_every_task_has_an_owner() -> None:
-    bare = [s for s in find_unowned(list(_sources())) if not s.allowed()]
+    bare = [s for s in _production_sites() if not s.allowed()]
     assert not bare, "tasks without an owner (use a TaskGroup or kse.tasks.TaskSet):\n" + "\n".join(
         f"  {s.path}:{s.line} in {s.function or '<module>'}: {s.text}" for s in bare
     )
@@ -161,8 +191,8 @@ def test_every_task_has_an_owner() -> None:
 
 def test_allow_list_has_no_stale_entries() -> None:
     """An allow-list line whose call site is gone must go too (the list only shrinks)."""
-    used = {(s.path, s.function) for s in find_unowned(list(_sources()))}
-    used |= {(s.path, "*") for s in find_unowned(list(_sources()))}
+    used = {(s.path, s.function) for s in _production_sites()}
+    used |= {(s.path, "*") for s in _production_sites()}
     stale = [key for key in ALLOWED if key not in used]
     assert not stale, f"allow-list entries with no call site any more: {stale}"
 
@@ -188,6 +218,14 @@ _CASES = {
         1,
     ),
     "the helper": ("async def f(tasks):\n    tasks.spawn(g())", 0),
+    "an alias": ("def f():\n    spawn = asyncio.get_running_loop().create_task\n    spawn(g())", 1),
+    "imported by name": ("from asyncio import create_task\nasync def f():\n    create_task(g())", 1),
+    "the Task constructor": ("async def f():\n    asyncio.Task(g())", 1),
+    "a spawner call inside an owned call's argument": (
+        "async def f():\n    async with asyncio.TaskGroup() as tg:\n"
+        "        tg.create_task(w(asyncio.ensure_future(g())))",
+        1,
+    ),
 }
 
 
