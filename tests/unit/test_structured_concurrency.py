@@ -67,7 +67,15 @@ def _spawner_name(func: ast.Attribute | ast.Name) -> str | None:
 
 def _is_taskgroup(node: ast.expr | None) -> bool:
     """An expression that names or builds a TaskGroup (`asyncio.TaskGroup()`, `TaskGroup | None`)."""
-    return node is not None and "TaskGroup" in ast.unparse(node)
+    if node is None:
+        return False
+    if isinstance(node, ast.Constant):  # a string annotation
+        return isinstance(node.value, str) and "TaskGroup" in node.value
+    return any(
+        (isinstance(n, ast.Name) and n.id == "TaskGroup")
+        or (isinstance(n, ast.Attribute) and n.attr == "TaskGroup")
+        for n in ast.walk(node)
+    )
 
 
 class _Finder(ast.NodeVisitor):
@@ -76,43 +84,40 @@ class _Finder(ast.NodeVisitor):
         self.sites: list[Site] = []
         self._scopes: list[set[str]] = [set()]  # TaskGroup names visible per function scope
         self._names: list[str] = []
-        self._class_attrs: list[set[str]] = []
-        self._tree = tree
+        # `self.<attr>` annotated as a TaskGroup anywhere in the module (one pass, not per class).
+        self._attrs = {
+            sub.target.attr
+            for sub in ast.walk(tree)
+            if isinstance(sub, ast.AnnAssign)
+            and isinstance(sub.target, ast.Attribute)
+            and isinstance(sub.target.value, ast.Name)
+            and sub.target.value.id == "self"
+            and _is_taskgroup(sub.annotation)
+        }
 
     # -- scopes
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        attrs: set[str] = set()
-        for sub in ast.walk(node):
-            if (
-                isinstance(sub, ast.AnnAssign)
-                and isinstance(sub.target, ast.Attribute)
-                and isinstance(sub.target.value, ast.Name)
-                and sub.target.value.id == "self"
-                and _is_taskgroup(sub.annotation)
-            ):
-                attrs.add(sub.target.attr)
-        self._class_attrs.append(attrs)
         self._names.append(node.name)
         self.generic_visit(node)
         self._names.pop()
-        self._class_attrs.pop()
 
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        names = set(self._scopes[-1])
+        names = set(self._scopes[-1])  # a nested function sees its enclosing TaskGroups
         args = node.args
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
             if _is_taskgroup(arg.annotation):
                 names.add(arg.arg)
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.AsyncWith):
-                for item in sub.items:
-                    if _is_taskgroup(item.context_expr) and isinstance(item.optional_vars, ast.Name):
-                        names.add(item.optional_vars.id)
         self._scopes.append(names)
         self._names.append(node.name)
         self.generic_visit(node)
         self._names.pop()
         self._scopes.pop()
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> None:
+        for item in node.items:  # bound before the body that uses it
+            if _is_taskgroup(item.context_expr) and isinstance(item.optional_vars, ast.Name):
+                self._scopes[-1].add(item.optional_vars.id)
+        self.generic_visit(node)
 
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
@@ -151,9 +156,8 @@ class _Finder(ast.NodeVisitor):
             isinstance(receiver, ast.Attribute)
             and isinstance(receiver.value, ast.Name)
             and receiver.value.id == "self"
-            and self._class_attrs
         ):
-            return receiver.attr in self._class_attrs[-1]
+            return receiver.attr in self._attrs
         return False
 
 
