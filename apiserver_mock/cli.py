@@ -251,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging(args.log_level)
+    # A logger *name* (where grpc's aio core logs), not an import of grpc's private modules.
     logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGoneFilter())
     config = config_from_args(parser, args)
     try:

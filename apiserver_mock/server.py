@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -139,6 +141,12 @@ class APIServer:
         self.server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
         self.port = 0
+        # The server's background tasks (one per watch cache, the progress loop) belong to a
+        # TaskGroup entered by start() and exited by stop(), in the task that runs
+        # `async with APIServer(...)`: a crash of one tears the server down and is raised from the
+        # `async with` instead of leaving a cache silently stale. `_tasks` lets stop() cancel them.
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._tg: asyncio.TaskGroup | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._service: ResourcesService | None = None
         self.audit: AuditLog | None = None
@@ -152,17 +160,24 @@ class APIServer:
         try:
             await self.start()
         except BaseException:
-            await self.stop(0)
+            await self._stop(0, sys.exc_info())
             raise
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.stop()
+        await self._stop(2.0, (exc_type, exc, tb))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        assert self._tg is not None, "start() enters the task group first"
+        self._tasks.append(self._tg.create_task(coro, name=name))
 
     async def start(self) -> None:
+        """Connect, start the caches and the gRPC server; call stop() from the same task."""
         cfg = self.config
+        self._stack = contextlib.AsyncExitStack()
+        self._tg = await self._stack.enter_async_context(asyncio.TaskGroup())
         self.etcd = await EtcdClient.connect(
             cfg.etcd_endpoints,
             tls=cfg.etcd_tls,
@@ -179,7 +194,7 @@ class APIServer:
                 bookmark_interval=cfg.bookmark_interval,
             )
         for cache in self.caches.values():
-            self._tasks.append(asyncio.create_task(cache.run(), name=f"watchcache-{cache.kind.resource}"))
+            self._spawn(cache.run(), name=f"watchcache-{cache.kind.resource}")
         store = Store(self.etcd)
         fencer = Fencer(self.caches["lease"], store, enabled=cfg.fencing, require_for=cfg.require_fence_for)
         registry = Registry(store, self.caches, Authorizer(), prefix, fencer)
@@ -228,7 +243,7 @@ class APIServer:
         await server.start()
         log.info("listening on %s; loading watch caches", self.address)
         await self._wait_caches()
-        self._tasks.append(asyncio.create_task(self._progress_loop(), name="progress"))
+        self._spawn(self._progress_loop(), name="progress")
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
         log.info("serving on %s (etcd %s, prefix %s)", self.address, ",".join(cfg.etcd_endpoints), cfg.prefix)
@@ -255,6 +270,20 @@ class APIServer:
                     log.debug("progress request failed: %s", r)
 
     async def stop(self, grace: float = 2.0) -> None:
+        """Stop serving, then the caches and etcd (idempotent). Raises, as an ExceptionGroup, what
+        a background task crashed with."""
+        await self._stop(grace, (None, None, None))
+
+    async def _stop(
+        self,
+        grace: float,
+        exc_info: tuple[type[BaseException] | None, BaseException | None, TracebackType | None],
+    ) -> None:
+        # exc_info: what is unwinding the `async with`. A cancellation is handed to the TaskGroup,
+        # which tells its own (a task crashed: raised as an ExceptionGroup) from one that came from
+        # outside (propagated). Any other error stays as itself, not wrapped in an ExceptionGroup.
+        if not isinstance(exc_info[1], asyncio.CancelledError):
+            exc_info = (None, None, None)
         with contextlib.suppress(Exception):
             await self.health.enter_graceful_shutdown()
         for cache in self.caches.values():
@@ -267,10 +296,12 @@ class APIServer:
             self.audit = None
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
         self._tasks.clear()
-        if self.etcd is not None:
-            await self.etcd.close()
-            self.etcd = None
+        stack, self._stack, self._tg = self._stack, None, None
+        try:
+            if stack is not None:
+                await stack.__aexit__(*exc_info)  # the TaskGroup: waits for the cancelled tasks
+        finally:
+            if self.etcd is not None:
+                await self.etcd.close()
+                self.etcd = None

@@ -529,9 +529,18 @@ class CertRenewer:
                 self.history.append((cert.serial_number, self.deadline, datetime.now(UTC)))
 
     async def __aenter__(self) -> CertRenewer:
+        # One task owned by this renewer: started here, cancelled and awaited by aclose(). (certs/
+        # imports nothing of ours, so not kse.tasks; the same rules by hand.) A crash is logged when
+        # it happens and raised again by aclose().
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self.run(), name=f"cert-renewer-{self.stem}")
+            self._task.add_done_callback(self._crashed)
         return self
+
+    def _crashed(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            error = task.exception()
+            log.error("renewing %s stopped: %r", self.stem, error, exc_info=error)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

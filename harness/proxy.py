@@ -26,10 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 from types import TracebackType
 
+from kse.tasks import TaskSet
+
 __all__ = ["MODES", "PartitionProxy"]
+
+log = logging.getLogger(__name__)
 
 CHUNK = 65536
 MODES = ("blackhole", "delay", "loss")
@@ -173,6 +178,7 @@ class PartitionProxy:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
         sender: asyncio.Task[None] | None = None
+        senders = TaskSet("proxy-pipe", logger=log)
         release = 0.0  # when the last queued chunk goes out
         losses = 0
 
@@ -197,7 +203,7 @@ class PartitionProxy:
                     continue
                 release = max(release, now + hold)
                 if sender is None or sender.done():
-                    sender = asyncio.create_task(send())
+                    sender = senders.spawn(send(), name="proxy-delayed-send")
                 queue.put_nowait((release, data))
             if sender is not None and not sender.done():
                 queue.put_nowait(None)
@@ -205,6 +211,5 @@ class PartitionProxy:
         except OSError:
             pass
         finally:
-            if sender is not None:
-                sender.cancel()
+            await senders.aclose()  # cancels a sender still holding delayed chunks
             link.close()

@@ -37,6 +37,7 @@ from kse.flags.connection_args import (
     rpc_error_log_from_args,
 )
 from kse.flags.logging_args import add_log_level_flag, setup_logging
+from kse.tasks import TaskSet
 
 if TYPE_CHECKING:
     from kse.client.clientset import ChannelSource
@@ -360,21 +361,23 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
     async with client_channel(args, conn) as channel:
         sim = NodeSimulator(Clientset(channel, qps=qps, burst=burst, user_agent="kse-nodesim/0.1"), config)
         with stop_on_signals(sim.stop):
-            run = asyncio.create_task(sim.run(), name="nodesim")
-            reg = asyncio.create_task(sim.wait_registered())
-            await asyncio.wait([run, reg], return_when=asyncio.FIRST_COMPLETED)
-            reg.cancel()
-            if sim.registered and args.ready_file is not None:
-                ready = {"nodes": len(sim.nodes), "pid": os.getpid()}
-                write_atomic(args.ready_file, json.dumps(ready) + "\n")
-                log.info("ready: %d nodes registered (ready file %s)", len(sim.nodes), args.ready_file)
-            try:
-                await run
-            except ApiError as e:
-                log.error("the API server refused the simulator: %s", e.kubectl_message())
-                return 1
-            log.info("stopped; %s", json.dumps(sim.stats.as_dict()))
-            return 0
+            # Neither task outlives this block; the outcome of `run` is read below.
+            async with TaskSet("nodesim", logger=log, failure_level=logging.DEBUG) as tasks:
+                run = tasks.spawn(sim.run(), name="nodesim")
+                reg = tasks.spawn(sim.wait_registered(), name="nodesim-registered")
+                await asyncio.wait([run, reg], return_when=asyncio.FIRST_COMPLETED)
+                reg.cancel()
+                if sim.registered and args.ready_file is not None:
+                    ready = {"nodes": len(sim.nodes), "pid": os.getpid()}
+                    write_atomic(args.ready_file, json.dumps(ready) + "\n")
+                    log.info("ready: %d nodes registered (ready file %s)", len(sim.nodes), args.ready_file)
+                try:
+                    await run
+                except ApiError as e:
+                    log.error("the API server refused the simulator: %s", e.kubectl_message())
+                    return 1
+                log.info("stopped; %s", json.dumps(sim.stats.as_dict()))
+                return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

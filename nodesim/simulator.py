@@ -56,6 +56,7 @@ from kse.client.errors import (
 )
 from kse.client.informer import Informer
 from kse.client.ratelimit import TokenBucketRateLimiter
+from kse.tasks import TaskSet
 from nodesim.images import pod_images
 from nodesim.kubelet import (
     DEFAULT_LEASE_DURATION_S,
@@ -253,27 +254,28 @@ class NodeSimulator:
     async def running(self) -> AsyncIterator[NodeSimulator]:
         """Run for the duration of the block, entered once every node is registered. Leaving it
         stops the simulator and waits for it; a crash of the simulator is raised here."""
-        task = asyncio.create_task(self.run(), name="nodesim")
-        try:
-            reg = asyncio.create_task(self.wait_registered())
+        # The block reads the simulator's outcome itself; the set only makes sure that neither
+        # task outlives the block, however it is left (a cancellation included).
+        async with TaskSet("nodesim", logger=log, failure_level=logging.DEBUG) as tasks:
+            task = tasks.spawn(self.run(), name="nodesim")
             try:
+                reg = tasks.spawn(self.wait_registered(), name="nodesim-registered")
                 await asyncio.wait([task, reg], return_when=asyncio.FIRST_COMPLETED)
-            finally:
                 reg.cancel()
-            if task.done():
-                task.result()
-                raise RuntimeError("the node simulator stopped before it registered its nodes")
-            yield self
-        finally:
-            self.stop()
-            if not task.done():
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    if not task.cancelled():
-                        raise
-            elif not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+                if task.done():
+                    task.result()
+                    raise RuntimeError("the node simulator stopped before it registered its nodes")
+                yield self
+            finally:
+                self.stop()
+                if not task.done():
+                    try:
+                        await task
+                    except asyncio.CancelledError:
+                        if not task.cancelled():
+                            raise
+                elif not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
 
     # ------------------------------------------------------------------ registration
 

@@ -36,6 +36,7 @@ from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
 from kse.client.informer import Informer
 from kse.objects.manifest import load_manifest_files, load_manifests
+from kse.tasks import TaskSet
 from nodesim.timers import TimerHeap
 from proto import kse_pb2 as pb
 
@@ -238,7 +239,8 @@ class Workload:
         self._created: set[str] = set()  # names created and not yet deleted
         self._delete_due: set[str] = set()
         self._churn_done: asyncio.Event | None = None
-        self._deleting: set[asyncio.Task[None]] = set()
+        # Churn deletes, started by the timer heap's callback; _finish_deletes() ends them.
+        self._deletes = TaskSet("workload-deletes", logger=log)
         self._informer: Informer[pb.Pod] | None = None
         self._seen: Callable[[pb.Pod], None] | None = None
         self._t0 = 0.0
@@ -280,6 +282,7 @@ class Workload:
             await self._create_phase()
             return self.summary
         self._churn_done = asyncio.Event()
+        self._deletes = TaskSet("workload-deletes", logger=log)  # fresh per run
         deletes: TimerHeap[str] = TimerHeap(self._delete_now, time=self.clock.now)
         informer: Informer[pb.Pod] = Informer(
             self.cs.pods,
@@ -318,12 +321,14 @@ class Workload:
 
     async def _create_phase(self) -> None:
         assert self._stop is not None
-        inflight: set[asyncio.Task[None]] = set()
         t0 = self.clock.now()
         self._t0 = t0
         self._last_done = t0
-        pacer = asyncio.create_task(self._pace(inflight), name="workload-pacer")
-        stopper = asyncio.create_task(self._stop.wait(), name="workload-stop")
+        # The pacer, the stop signal and every create in flight; leaving the phase lets the
+        # creates finish within the stop grace and cuts the rest.
+        tasks = TaskSet("workload-create", logger=log)
+        pacer = tasks.spawn(self._pace(tasks), name="workload-pacer")
+        stopper = tasks.spawn(self._stop.wait(), name="workload-stop")
         try:
             await asyncio.wait([pacer, stopper], return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -332,19 +337,16 @@ class Workload:
                 pacer.cancel()
             if not self.summary.stopped_by:
                 self.summary.stopped_by = "signal"
-            with contextlib.suppress(asyncio.CancelledError):
-                await pacer
-            if inflight:
-                _, pending = await asyncio.wait(inflight, timeout=self.config.stop_grace)
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    await asyncio.wait(pending)
+            try:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pacer
+            finally:
+                await tasks.aclose(grace=self.config.stop_grace)
             s = self.summary
             s.duration_s = max(0.0, self._last_done - t0)
             s.achieved_rate = s.created / s.duration_s if s.duration_s > 0 else 0.0
 
-    async def _pace(self, inflight: set[asyncio.Task[None]]) -> None:
+    async def _pace(self, tasks: TaskSet) -> None:
         cfg = self.config
         schedule = cfg.schedule()
         sem = asyncio.Semaphore(cfg.concurrency)
@@ -370,9 +372,7 @@ class Workload:
             self.summary.max_lag_s = max(self.summary.max_lag_s, now - due)
             self.create_times.append(now)
             self.summary.attempted += 1
-            task = asyncio.create_task(self._create_one(k, sem), name=f"workload-create-{k}")
-            inflight.add(task)
-            task.add_done_callback(inflight.discard)
+            tasks.spawn(self._create_one(k, sem), name=f"workload-create-{k}")
             k += 1
 
     async def _create_one(self, k: int, sem: asyncio.Semaphore) -> None:
@@ -406,9 +406,10 @@ class Workload:
     # -- churn
 
     def _delete_now(self, name: str) -> None:
-        task = asyncio.create_task(self._delete_one(name), name=f"workload-delete-{name}")
-        self._deleting.add(task)
-        task.add_done_callback(self._deleting.discard)
+        if self._deletes.closed:  # a timer that fired as the run ended: nothing deletes any more
+            log.debug("not deleting pod %s: the run is over", name)
+            return
+        self._deletes.spawn(self._delete_one(name), name=f"workload-delete-{name}")
 
     async def _delete_one(self, name: str) -> None:
         s = self.summary
@@ -426,25 +427,16 @@ class Workload:
 
     async def _finish_deletes(self) -> None:
         """Let the deletes in flight finish (within the stop grace), cancel the rest."""
-        if not self._deleting:
-            return
-        _, pending = await asyncio.wait(set(self._deleting), timeout=self.config.stop_grace)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await self._deletes.aclose(grace=self.config.stop_grace)
 
     async def _wait_drained(self) -> None:
         assert self._churn_done is not None and self._stop is not None
         if not self._created:
             return
-        done = asyncio.create_task(self._churn_done.wait())
-        stop = asyncio.create_task(self._stop.wait())
-        try:
+        async with TaskSet("workload-drain", logger=log) as race:  # the loser is cancelled on exit
+            done = race.spawn(self._churn_done.wait(), name="workload-drained")
+            stop = race.spawn(self._stop.wait(), name="workload-stop")
             await asyncio.wait([done, stop], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            done.cancel()
-            stop.cancel()
 
 
 def failed_total(summary: WorkloadSummary) -> int:

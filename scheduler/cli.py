@@ -83,6 +83,7 @@ from kse.leaderelection import (
     Strategy,
     default_identity,
 )
+from kse.tasks import TaskSet
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
 from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
 from scheduler.cache.cache import DEFAULT_ASSUMED_POD_TTL
@@ -560,20 +561,20 @@ def leader_election_check(elector: LeaderElector) -> Check:
 
 async def run_alone(sched: Scheduler, stop: asyncio.Event) -> int:
     """Without leader election: schedule from the start until a signal."""
-    run = asyncio.create_task(sched.run(), name="scheduler")
-    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
-    done, _ = await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if stopping in done:
-        log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
-        sched.stop()
-        try:
-            async with asyncio.timeout(STOP_GRACE_S):
-                await asyncio.shield(run)
-        except TimeoutError:
-            run.cancel()
-        await asyncio.wait({run})
-    else:
-        stopping.cancel()
+    # Both tasks end with the block, however it is left; the scheduler's error is read below.
+    async with TaskSet("run-alone", logger=log, failure_level=logging.DEBUG) as tasks:
+        run = tasks.spawn(sched.run(), name="scheduler")
+        stopping = tasks.spawn(stop.wait(), name="stop-signal")
+        done, _ = await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if stopping in done:
+            log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
+            sched.stop()
+            try:
+                async with asyncio.timeout(STOP_GRACE_S):
+                    await asyncio.shield(run)
+            except TimeoutError:
+                run.cancel()
+            await asyncio.wait({run})
     if not run.cancelled() and run.exception() is not None:
         log.error("scheduler failed: %r", run.exception())
         return 1

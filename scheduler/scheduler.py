@@ -68,6 +68,7 @@ from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.client.informer import Informer, InformerFactory
 from kse.leaderelection import LeaderTerm
+from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
     AlgorithmState,
@@ -398,8 +399,8 @@ class Scheduler:
         if target <= 0:
             return
         t0 = self._clock()
-        waiting = asyncio.ensure_future(self.pod_informer.wait_for_revision(target))
-        try:
+        async with TaskSet("catch-up", logger=log, failure_level=logging.DEBUG) as tasks:
+            waiting = tasks.spawn(self.pod_informer.wait_for_revision(target), name="catch-up")
             while not waiting.done():
                 done, _ = await asyncio.wait({waiting}, timeout=CATCH_UP_WARN_AFTER)
                 if not done:
@@ -411,8 +412,6 @@ class Scheduler:
                         self._clock() - t0,
                     )
             waiting.result()
-        finally:
-            waiting.cancel()
         log.info(
             "leading (leaseTransitions %d): pod informer caught up with revision %d in %.3fs",
             term.lease_transitions,

@@ -40,6 +40,7 @@ from kse.etcdclient import (
     prefix_range_end,
 )
 from kse.objects.kinds import Kind
+from kse.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,11 @@ class WatchCache:
         self._watchers: set[Watcher] = set()
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
-        self._marker: asyncio.Future[int] | None = None
+        self._marker: asyncio.Task[int] | None = None
+        # The shared progress-marker write outlives a caller that gives up on it, so the cache
+        # owns it; run() closes this when it ends. Every caller awaits the write's result, so a
+        # failure (etcd down) reaches them and is only logged at debug level here.
+        self._background = TaskSet(f"{kind.resource}-watch-cache", logger=log, failure_level=logging.DEBUG)
         self.relists = 0
 
     # ------------------------------------------------------------------ keys
@@ -107,6 +112,12 @@ class WatchCache:
 
     async def run(self) -> None:
         """List, then watch, forever (re-listing after a compaction); cancel to stop."""
+        try:
+            await self._list_and_watch()
+        finally:
+            await self._background.aclose()
+
+    async def _list_and_watch(self) -> None:
         delay = _RETRY_START
         while True:
             try:
@@ -238,7 +249,7 @@ class WatchCache:
         Concurrent callers share one write."""
         fut = self._marker
         if fut is None or fut.done():
-            fut = asyncio.ensure_future(self._write_marker())
+            fut = self._background.spawn(self._write_marker(), name=f"{self.kind.resource}-progress-marker")
             self._marker = fut
         return await asyncio.shield(fut)
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from harness.procs.launcher import LaunchError, ManagedProcess
+from kse.tasks import TaskSet, background
 
 log = logging.getLogger(__name__)
 
@@ -212,15 +213,10 @@ class Supervisor:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Supervisor]:
-        """Supervise for the duration of the block; on leaving, nothing more is restarted."""
-        task = asyncio.create_task(self.run(), name="supervisor")
-        try:
+        """Supervise for the duration of the block; on leaving, nothing more is restarted. A crash
+        of the supervisor ends the block at once and is raised from it."""
+        async with background(self.run(), name="supervisor"):
             yield self
-        finally:
-            task.cancel()
-            await asyncio.wait([task])
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
 
     async def _wait_wake(self, item: Supervised, seconds: float) -> None:
         item._wake.clear()
@@ -232,14 +228,10 @@ class Supervisor:
         """Wait `delay` (through the injected sleep, if any), ending early on release or hold."""
         item._wake.clear()
         sleeper = self._sleep or asyncio.sleep
-        sleep_task = asyncio.ensure_future(sleeper(delay))
-        wake_task = asyncio.ensure_future(item._wake.wait())
-        try:
+        async with TaskSet(f"backoff-{item.name}", logger=log) as race:  # the loser ends with the block
+            sleep_task = race.spawn(_awaited(sleeper(delay)), name=f"backoff-sleep-{item.name}")
+            wake_task = race.spawn(item._wake.wait(), name=f"backoff-wake-{item.name}")
             await asyncio.wait({sleep_task, wake_task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (sleep_task, wake_task):
-                t.cancel()
-            await asyncio.wait({sleep_task, wake_task})
 
     async def _watch(self, item: Supervised) -> None:
         proc = item.proc
@@ -317,3 +309,8 @@ class Supervisor:
         else:
             log.info("%s exited (code %s) while held; not restarting", item.name, code)
         return record
+
+
+async def _awaited(awaitable: Awaitable[None]) -> None:
+    """A coroutine of any awaitable (an injected sleep may return a plain future)."""
+    await awaitable

@@ -54,6 +54,7 @@ from cryptography import x509
 from certs.rotation import rotation_deadline
 from certs.source import CredentialError, Credentials, FileCredentialSource
 from kse.client.channel import merge_options
+from kse.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,9 @@ class ReloadingChannelSource:
         self._warned: set[tuple[int, str]] = set()
         self._closed = False
         self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        # The maintenance task and the retirement of swapped-out channels; close() ends them.
+        self._tasks = TaskSet(f"channel-source-{self.target}", logger=log)
+        self._task: asyncio.Task[None] | None = None  # the maintenance task, once started
         self._retiring: dict[asyncio.Task[None], grpc.aio.Channel] = {}
 
     # ------------------------------------------------------------------ ChannelSource
@@ -279,7 +282,7 @@ class ReloadingChannelSource:
             self._wake.set()
 
     def _swap(self, creds: Credentials) -> None:
-        loop = asyncio.get_running_loop()  # before any change: a swap needs the loop to retire
+        asyncio.get_running_loop()  # before any change: a swap needs the loop to retire
         new = self._build(creds)
         old, self._channel = self._channel, new
         self._creds = creds
@@ -296,14 +299,12 @@ class ReloadingChannelSource:
             self.target,
             self.close_grace,
         )
-        task = loop.create_task(self._retire(old), name=f"retire-channel-{self.target}")
-        self._retiring[task] = old
+        task = self._tasks.spawn(self._retire(old), name=f"retire-channel-{self.target}")
+        self._retiring[task] = old  # closed at once by close() if it is cut short
         task.add_done_callback(self._retired)
 
     def _retired(self, task: asyncio.Task[None]) -> None:
         self._retiring.pop(task, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("retiring an old channel failed: %r", task.exception())
 
     async def _retire(self, old: grpc.aio.Channel) -> None:
         _, cut = await retire_channel(old, self.close_grace, on_drain=self._draining)
@@ -355,11 +356,11 @@ class ReloadingChannelSource:
 
     def _start_if_running(self) -> None:
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             return
         self._wake = asyncio.Event()
-        self._task = loop.create_task(self._maintain(), name=f"channel-source-{self.target}")
+        self._task = self._tasks.spawn(self._maintain(), name=f"channel-source-{self.target}")
 
     async def start(self) -> ReloadingChannelSource:
         """Start polling (idempotent). `async with` and the first `current()` do this too."""
@@ -430,17 +431,10 @@ class ReloadingChannelSource:
         if self._closed:
             return
         self._closed = True
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._task = None
         retiring = dict(self._retiring)
-        for t in retiring:
-            t.cancel()
-        for t, channel in retiring.items():
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await self._tasks.aclose()
+        for channel in retiring.values():
             await channel.close(grace=None)
         await self._channel.close(grace)
 

@@ -33,7 +33,7 @@ import asyncio
 import builtins
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -50,6 +50,7 @@ from kse.client.clientset import (
 )
 from kse.client.reflector import Backoff, Reflector
 from kse.objects.kinds import Kind
+from kse.tasks import background
 
 T = TypeVar("T", bound=Message)
 
@@ -461,34 +462,3 @@ class InformerFactory:
         """Run every informer for the duration of the block (see `Informer.running`)."""
         async with background(self.run(), name="informer-factory"):
             yield self
-
-
-@contextlib.asynccontextmanager
-async def background(coro: Coroutine[Any, Any, None], *, name: str) -> AsyncIterator[asyncio.Task[None]]:
-    """Run `coro` as a task for the duration of the block, then cancel it and wait for it.
-
-    Structured like a TaskGroup of one, but an exception in the block propagates as itself (not
-    wrapped in an ExceptionGroup). If the task crashes while the block runs, the block is cancelled
-    and the task's exception is raised from the `async with`.
-    """
-    host = asyncio.current_task()
-    task = asyncio.create_task(coro, name=name)
-    cancelled_host = False
-
-    def _on_done(t: asyncio.Task[None]) -> None:
-        nonlocal cancelled_host
-        if not t.cancelled() and t.exception() is not None and host is not None:
-            cancelled_host = True
-            host.cancel()
-
-    task.add_done_callback(_on_done)
-    try:
-        yield task
-    finally:
-        task.remove_done_callback(_on_done)
-        task.cancel()
-        await asyncio.wait([task])
-        if cancelled_host and host is not None:
-            host.uncancel()
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]

@@ -81,6 +81,7 @@ from kse.etcdclient.model import (
 )
 from kse.etcdclient.retry import not_applied, transient
 from kse.etcdclient.watch import Watch, _being_cancelled, progress_request_is_ordered
+from kse.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,8 @@ class EtcdClient:
         self._options = list(options)
         self._credentials = credentials
         self._reload_interval = credential_reload_interval
-        self._reload_task: asyncio.Task[None] | None = None
+        # The reload loop and the retirement of swapped-out channels; close() ends them.
+        self._tasks = TaskSet("etcd-client", logger=log)
         self._retiring: dict[asyncio.Task[None], grpc.aio.Channel] = {}
         self.credential_swaps = 0
         """How many times new credentials were swapped in (for logs, metrics and tests)."""
@@ -260,7 +262,7 @@ class EtcdClient:
             await client.close()
             raise
         if source is not None:
-            client._reload_task = asyncio.create_task(client._reload_loop(), name="etcd-credential-reload")
+            client._tasks.spawn(client._reload_loop(), name="etcd-credential-reload")
         return client
 
     # ------------------------------------------------------------------ credential reload
@@ -294,17 +296,14 @@ class EtcdClient:
             creds.version,
             ", ".join(ep.url for ep in new),
         )
-        loop = asyncio.get_running_loop()
         for ep in old:
-            task = loop.create_task(self._retire(ep.channel), name=f"etcd-retire-{ep.url}")
-            self._retiring[task] = ep.channel
+            task = self._tasks.spawn(self._retire(ep.channel), name=f"etcd-retire-{ep.url}")
+            self._retiring[task] = ep.channel  # closed by close() if it is cut short
             task.add_done_callback(self._retired)
         return True
 
     def _retired(self, task: asyncio.Task[None]) -> None:
         self._retiring.pop(task, None)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("retiring an old etcd channel failed: %r", task.exception())
 
     def _is_retired(self, ep: _Endpoint) -> bool:
         """Whether `ep` belongs to an endpoint table replaced by a credential swap."""
@@ -712,10 +711,7 @@ class EtcdClient:
             return
         self._closed = True
         retiring = dict(self._retiring)
-        tasks = [t for t in (self._reload_task, *retiring) if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.aclose()
         for w in list(self._watches):
             w.close_nowait()
         channels = [*retiring.values(), *(ep.channel for ep in self._endpoints)]

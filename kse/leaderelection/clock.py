@@ -22,7 +22,6 @@ and `nodesim.workload` too.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -32,6 +31,8 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from kse.tasks import TaskSet
 
 __all__ = [
     "Clock",
@@ -233,6 +234,7 @@ class SkewFileClock(SkewedClock):
         self.changes = 0  # skews applied from the file (for logs and tests)
         self.last_error: str | None = None
         self._seen: _StatKey | bool | None = False  # False: never looked; None: file absent
+        self._tasks: TaskSet | None = None  # owns run() between start() and stop()
         self._task: asyncio.Task[None] | None = None
         self.check()
 
@@ -288,12 +290,13 @@ class SkewFileClock(SkewedClock):
     def start(self) -> asyncio.Task[None]:
         """Start `run()` on the running loop (idempotent); `stop()` ends it."""
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self.run(), name="clock-skew-file")
+            if self._tasks is None:
+                self._tasks = TaskSet("clock-skew-file", logger=log)
+            self._task = self._tasks.spawn(self.run(), name="clock-skew-file")
         return self._task
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Cancel `run()` and wait for it (idempotent; `start()` may follow)."""
+        tasks, self._tasks, self._task = self._tasks, None, None
+        if tasks is not None:
+            await tasks.aclose()

@@ -18,7 +18,13 @@ import grpc.aio
 import pytest
 
 from chaos.history import RpcErrorRecord, read_jsonl
-from kse.client.rpc_errors import RpcErrorLog, client_name_for, rpc_error_interceptors
+from kse.client.rpc_errors import (
+    STATUS_CODE_BY_INT,
+    RpcErrorLog,
+    _status_of,
+    client_name_for,
+    rpc_error_interceptors,
+)
 from tests.fixtures.polling import until
 
 SERVICE = "test.Echo"
@@ -85,6 +91,45 @@ def test_client_name_from_file_name() -> None:
     assert client_name_for("/x/rpc-errors-workload.jsonl") == "workload"
     assert client_name_for("/x/errors.jsonl") == "errors"
     assert client_name_for("rpc-errors-.jsonl") == "rpc-errors-"
+
+
+def test_status_codes_by_int_are_grpcs_wire_codes() -> None:
+    """The public `grpc.StatusCode` members give every wire code 0..16 (grpc's table is private)."""
+    assert sorted(STATUS_CODE_BY_INT) == list(range(17))
+    assert STATUS_CODE_BY_INT[0] is grpc.StatusCode.OK
+    assert STATUS_CODE_BY_INT[5] is grpc.StatusCode.NOT_FOUND
+    assert STATUS_CODE_BY_INT[16] is grpc.StatusCode.UNAUTHENTICATED
+    assert all(code.value[0] == n for n, code in STATUS_CODE_BY_INT.items())
+
+
+async def test_finished_call_status_is_readable_from_a_done_callback() -> None:
+    """`_status_of` reads grpc internals (isolated there on purpose): prove this grpc still exposes
+    them for an OK call, a failed one and a locally cancelled one, on unary calls and streams."""
+    seen: dict[str, tuple[grpc.StatusCode, str, bool] | None] = {}
+
+    def watch(label: str, call: Any) -> Any:
+        call.add_done_callback(lambda c: seen.__setitem__(label, _status_of(c)))
+        return call
+
+    async with echo_server() as address, grpc.aio.insecure_channel(address) as ch:
+        assert await watch("ok", unary(ch)(b"ok")) == b"ok"
+        with pytest.raises(grpc.aio.AioRpcError):
+            await watch("failed", unary(ch)(b"fail:NOT_FOUND"))
+        s = watch("stream-failed", stream(ch)(b"fail:ABORTED"))
+        with pytest.raises(grpc.aio.AioRpcError):
+            [m async for m in s]
+        s = watch("stream-cancelled", stream(ch)(b"hang"))
+        assert await s.read() == b"first"
+        s.cancel()
+        await until(lambda: len(seen) == 4, "every call judged")
+    assert seen["ok"] == (grpc.StatusCode.OK, "", False)
+    failed = seen["failed"]
+    assert failed is not None and failed[0] is grpc.StatusCode.NOT_FOUND and not failed[2]
+    assert "failed on purpose" in failed[1]
+    stream_failed = seen["stream-failed"]
+    assert stream_failed is not None and stream_failed[0] is grpc.StatusCode.ABORTED
+    cancelled = seen["stream-cancelled"]
+    assert cancelled is not None and cancelled[0] is grpc.StatusCode.CANCELLED and cancelled[2]
 
 
 async def test_failed_unary_calls_are_recorded_and_ok_ones_not(tmp_path: Path) -> None:
