@@ -61,6 +61,7 @@ from kse.client.channel import channel_source_from_connection
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
 from kse.config import ConnectionFile
+from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 
 __all__ = ["Cluster", "Progress"]
@@ -380,13 +381,9 @@ class Cluster:
                     self._note_pids()
                     self._write_run_files()
 
-        task = asyncio.create_task(watch(), name="cluster-file-watcher")
-        try:
+        async with TaskSet("cluster-file", logger=log) as tasks:
+            tasks.spawn(watch(), name="cluster-file-watcher")
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     # ------------------------------------------------------------------ lifetime
 
