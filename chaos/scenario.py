@@ -76,11 +76,15 @@ __all__ = [
     "FAULTS",
     "SCENARIOS_DIR",
     "TARGETS",
+    "WAITS",
     "ClusterSpec",
     "FaultSpec",
     "RandomFaults",
+    "Round",
     "Scenario",
     "ScenarioError",
+    "Step",
+    "WaitSpec",
     "find_scenario",
     "load_scenario",
     "parse_scenario",
@@ -89,6 +93,8 @@ __all__ = [
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 
 PARTITION_MODES: tuple[str, ...] = ("blackhole", "delay", "loss")
+# What a window fault (stop, partition) may wait for before it ends, beyond its duration.
+UNTIL: tuple[str, ...] = ("new-leader",)
 FAULTS: tuple[str, ...] = (
     "kill",
     "term",
@@ -158,6 +164,9 @@ class FaultSpec:
     mode: str | None = None
     delay: float | None = None
     loss: float | None = None
+    # stop / partition: "new-leader" keeps the fault on past `duration` until another replica holds
+    # the Lease (a paused leader woken before anyone took over would just renew: no failover)
+    until: str | None = None
 
     def describe(self) -> str:
         when = f"t={self.at:g}s " if self.at is not None else ""
@@ -175,7 +184,46 @@ class FaultSpec:
             extra += f" {self.delay * 1000:g}ms"
         if self.loss is not None:
             extra += f" {self.loss:.0%} loss"
+        if self.until is not None:
+            extra += f" (and until a {self.until})"
         return f"{when}{self.fault} {self.target}{lasting}{extra}"
+
+
+# Waits (`chaos.waits`): steps of a sequential generator that hold the run until the cluster is in
+# a state, failing the run when it does not get there `within` s.
+STABLE_LEADER = "stable-leader"  # every replica ready, a live holder, binds under its term, renewing
+NEW_LEADER = "new-leader"  # after a fault on the leader: another holder, and its first binds
+RECOVERED = "recovered"  # the replica the last fault hit is back (restarted, or a standby) and ready
+RESTARTED = "restarted"  # recovered: running again under a new identity (a new process)
+STANDBY = "standby"  # recovered: the same process, no longer leading
+WAITS: tuple[str, ...] = (STABLE_LEADER, NEW_LEADER, RECOVERED)
+
+
+@dataclass(frozen=True)
+class WaitSpec:
+    """One wait: hold the run until `wait` holds, at most `within` s. `jitter` (stable-leader only):
+    then a seeded random delay in [0, jitter) s, after which the same leader must still hold the
+    Lease (else the wait starts over), so that the next fault lands anywhere in a renew cycle."""
+
+    wait: str
+    within: float = 60.0
+    jitter: float = 0.0
+    expect: str | None = None  # recovered only: "restarted" or "standby" (None: either)
+
+    def describe(self) -> str:
+        return f"wait for {self.wait.replace('-', ' ')}"
+
+
+Step = FaultSpec | WaitSpec
+
+
+@dataclass(frozen=True)
+class Round:
+    """A sequential generator's unit (a failover trial): steps run one after the other, each once
+    the previous one is through. `label` names it in progress lines and errors ("trial 2/3")."""
+
+    label: str
+    steps: tuple[Step, ...]
 
 
 @dataclass(frozen=True)
