@@ -28,7 +28,8 @@ Faults (`chaos.nemesis`):
     kill        SIGKILL (a replica is restarted by its supervisor; an API server or etcd member is
                 started again after `duration` s, default 0)
     term        SIGTERM (a leader releases its lease first); restarted as `kill`
-    stop        SIGSTOP for `duration` s, then SIGCONT
+    stop        SIGSTOP for `duration` s, then SIGCONT; `until: new-leader` keeps it stopped past
+                `duration` until another replica holds the Lease (partition takes it too)
     restart     SIGTERM and start again (a replica at once, ready awaited; the API server or an etcd
                 member after `duration` s)
     partition   a replica's link to the API server black-holed for `duration` s (`harness.proxy`);
@@ -518,7 +519,7 @@ def _parse_fault(
 ) -> FaultSpec:
     f = _Fields(data, where, source)
     timed = duration is not None
-    fields = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode", "delay", "loss")
+    fields = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode", "delay", "loss", "until")
     f.unknown(("at", *fields) if timed else fields)
     fault = f.string("fault", None, FAULTS)
     target = f.string("target", "all" if fault == "rotate-ca" else None)
@@ -573,6 +574,11 @@ def _parse_fault(
     if fault == "expire-cert" and f.has("heal_after"):
         heal_after = f.number("heal_after", None)
     mode, delay, loss = _parse_partition_mode(f, fault)
+    until = None
+    if f.has("until"):
+        if fault not in ("stop", "partition"):
+            f.fail("until", "only stop and partition faults take `until` (the others do not last)")
+        until = f.string("until", None, UNTIL)
     return FaultSpec(
         fault=fault,
         target=target,
@@ -584,6 +590,7 @@ def _parse_fault(
         mode=mode,
         delay=delay,
         loss=loss,
+        until=until,
     )
 
 

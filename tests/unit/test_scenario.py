@@ -315,3 +315,18 @@ def test_partition_modes_parse() -> None:
     modes = [(f.mode, f.delay, f.loss) for f in s.faults]
     assert modes == [("blackhole", None, None), ("delay", 0.2, None), ("loss", None, 0.3)]
     assert "200ms" in s.faults[1].describe() and "30% loss" in s.faults[2].describe()
+
+
+def test_until_new_leader_parses_for_faults_that_last() -> None:
+    s = parse_scenario(
+        base(faults=[{"at": 5, "fault": "stop", "target": "leader", "duration": 3, "until": "new-leader"}])
+    )
+    [f] = s.faults
+    assert f.until == "new-leader" and "until a new-leader" in f.describe()
+    assert s.short().faults[0].until == "new-leader"
+    assert "faults[0].until: only stop and partition" in error_of(
+        base(faults=[{"at": 5, "fault": "kill", "target": "leader", "until": "new-leader"}])
+    )
+    assert "faults[0].until: must be one of new-leader" in error_of(
+        base(faults=[{"at": 5, "fault": "stop", "target": "leader", "until": "later"}])
+    )
