@@ -212,6 +212,7 @@ async def _run_fresh(
         drive = Drive(
             schedule=schedule,
             duration=scenario.duration,
+            rounds=scenario.rounds,
             seed=seed,
             default_stop=scenario.default_stop,
             retry_period=c.retry_period,
@@ -601,6 +602,7 @@ async def _run_attached(
     drive = Drive(
         schedule=schedule,
         duration=scenario.duration,
+        rounds=scenario.rounds,
         seed=seed,
         default_stop=scenario.default_stop,
         retry_period=scenario.cluster.retry_period,

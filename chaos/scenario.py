@@ -21,7 +21,21 @@ invariants to check afterwards.
       seed: 7                    # `kse chaos run --seed N` overrides it
       every: 10                  # one fault every 10 s, from t=every until the end
       faults: [{fault: kill, target: random-replica}]
+    rounds:                      # ...and/or in order, each step once the one before is through
+      repeat: 2
+      steps:
+        - {wait: stable-leader, jitter: 2}   # then a seeded delay in [0, 2) s
+        - {fault: kill, target: leader}
+        - {wait: new-leader}                 # another holder, and its first binds
+        - {wait: recovered}                  # the killed replica restarted and ready
     checks: [pods_bound_once, no_overcommit, no_stale_writes, watch_integrity]
+
+The timed faults run for `duration`; the rounds run beside them, and the run ends once both are
+through. Waits (`chaos.waits`; `within` s, default 60 + lease_duration, else the run fails):
+`stable-leader` (every replica ready, a live holder binding pods, renewing on its cycle; `jitter`:
+then a seeded delay in [0, jitter) s with the same holder), `new-leader` (after a fault on the
+leader: another holder and its first binds), `recovered` (the replica the last fault hit is back and
+ready; `expect: restarted | standby`). `kse bench failover` is such a generator (`failover_rounds`).
 
 Faults (`chaos.nemesis`):
 
@@ -257,6 +271,7 @@ class Scenario:
     description: str = ""
     allow_pending: bool = False
     source: str = ""
+    rounds: tuple[Round, ...] = ()  # sequential, beside the timed faults (`rounds:`)
 
     @property
     def seed(self) -> int:
@@ -269,19 +284,20 @@ class Scenario:
             out += self.random.expand(self.duration, seed)
         return sorted(out, key=lambda f: f.at or 0.0)
 
+    def all_faults(self) -> list[FaultSpec]:
+        """Every fault the scenario may inject: timed, random candidates and the rounds' steps."""
+        rounds = [step for r in self.rounds for step in r.steps if isinstance(step, FaultSpec)]
+        return [*self.faults, *(self.random.faults if self.random else ()), *rounds]
+
     @property
     def partitions(self) -> bool:
         """Whether the run needs a proxy in front of each replica."""
-        return any(
-            f.fault == "partition" for f in (*self.faults, *(self.random.faults if self.random else ()))
-        )
+        return any(f.fault == "partition" for f in self.all_faults())
 
     @property
     def clock_skew(self) -> bool:
         """Whether the run needs a clock-skew file per replica (`kse scheduler --clock-skew-file`)."""
-        return any(
-            f.fault == "clock-skew" for f in (*self.faults, *(self.random.faults if self.random else ()))
-        )
+        return any(f.fault == "clock-skew" for f in self.all_faults())
 
     @property
     def default_stop(self) -> float:
@@ -325,6 +341,13 @@ class Scenario:
         if self.random is not None:
             r = self.random
             rnd = replace(r, every=max(round(r.every * time_f, 3), 1.0), faults=tuple(map(scale, r.faults)))
+
+        def scale_step(step: Step) -> Step:
+            if isinstance(step, FaultSpec):
+                return scale(step)
+            return replace(step, jitter=round(step.jitter * lease_f, 3))  # a fraction of a renew cycle
+
+        rounds = tuple(replace(r, steps=tuple(map(scale_step, r.steps))) for r in self.rounds)
         return replace(
             self,
             duration=round(duration, 3),
@@ -338,6 +361,7 @@ class Scenario:
             ),
             faults=tuple(map(scale, self.faults)),
             random=rnd,
+            rounds=rounds,
         )
 
 
@@ -441,9 +465,14 @@ def _kind(v: object) -> str:
     return "nothing" if v is None else type(v).__name__
 
 
+SCENARIO_FIELDS = (
+    "name", "description", "duration", "cluster", "faults", "random", "rounds", "checks", "allow_pending",
+)  # fmt: skip
+
+
 def parse_scenario(data: object, *, source: str = "") -> Scenario:
     top = _Fields(data, "", source)
-    top.unknown(("name", "description", "duration", "cluster", "faults", "random", "checks", "allow_pending"))
+    top.unknown(SCENARIO_FIELDS)
     name = top.string("name")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         top.fail("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
@@ -459,8 +488,9 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
         for i, f in enumerate(top.list("faults"))
     )
     rnd = _parse_random(top.data["random"], source, cluster) if top.has("random") else None
-    if not faults and rnd is None:
-        top.fail("faults", "a scenario needs faults (a `faults` list or a `random` section)")
+    rounds = _parse_rounds(top.data["rounds"], source, cluster) if top.has("rounds") else ()
+    if not faults and rnd is None and not rounds:
+        top.fail("faults", "a scenario needs faults (a `faults` list, a `random` or a `rounds` section)")
 
     checks = top.list("checks") if "checks" in top.data else list(DEFAULT_CHECKS)
     if not checks:
@@ -480,6 +510,7 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
         description=description,
         allow_pending=allow_pending,
         source=source,
+        rounds=rounds,
     )
 
 
@@ -633,3 +664,39 @@ def _parse_random(data: object, source: str, cluster: ClusterSpec) -> RandomFaul
         _parse_fault(x, f"random.faults[{i}]", source, cluster, duration=None) for i, x in enumerate(items)
     )
     return RandomFaults(seed=seed, every=every, faults=faults)
+
+
+def _parse_rounds(data: object, source: str, cluster: ClusterSpec) -> tuple[Round, ...]:
+    """`rounds: {repeat: N, steps: [...]}`: the steps N times in a row, each step once the one
+    before it is through; a step is a fault (as in `random.faults`: no `at`) or a wait."""
+    f = _Fields(data, "rounds", source)
+    f.unknown(("repeat", "steps"))
+    repeat = f.integer("repeat", 1, minimum=1)
+    items = f.list("steps")
+    if not items:
+        f.fail("steps", "must list at least one step (a fault or a wait)")
+    steps: list[Step] = []
+    for i, item in enumerate(items):
+        where = f"rounds.steps[{i}]"
+        if isinstance(item, Mapping) and "wait" in item:
+            steps.append(_parse_wait(item, where, source, cluster))
+        else:
+            steps.append(_parse_fault(item, where, source, cluster, duration=None))
+    return tuple(Round(f"round {n}/{repeat}", tuple(steps)) for n in range(1, repeat + 1))
+
+
+def _parse_wait(data: object, where: str, source: str, cluster: ClusterSpec) -> WaitSpec:
+    f = _Fields(data, where, source)
+    f.unknown(("wait", "within", "jitter", "expect"))
+    wait = f.string("wait", None, WAITS)
+    if f.has("jitter") and wait != STABLE_LEADER:
+        f.fail("jitter", f"only a {STABLE_LEADER} wait takes `jitter` (a delay before the next fault)")
+    if f.has("expect") and wait != RECOVERED:
+        f.fail("expect", f"only a {RECOVERED} wait takes `expect`")
+    return WaitSpec(
+        wait=wait,
+        within=f.number("within", 60.0 + cluster.lease_duration),
+        jitter=f.number("jitter", 0.0, strict=False),
+        expect=f.string("expect", None, (RESTARTED, STANDBY)) if f.has("expect") else None,
+    )
+
