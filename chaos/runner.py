@@ -12,7 +12,9 @@ A fresh run, under a temp dir:
    (the `watch_integrity` invariant judges them against the audit log);
 3. wait for a first leader, then t=0: every fault of the schedule is injected at its time by the
    nemesis (`chaos.nemesis`, through a `chaos.local_backend.LocalBackend`; one task each, so a pause
-   may overlap the next fault);
+   may overlap the next fault); beside them the scenario's rounds run in order, each step (a fault,
+   or a wait of `chaos.waits`: a stable leader, a new leader and its binds, a faulted replica back)
+   once the one before it is through;
 4. at t=`duration` (and once every fault has finished): stop the workload, let the leader bind what
    is pending, snapshot pods and nodes (`final.json`), stop the cluster;
 5. load the `History` (the audit log, the run's faults / watch deliveries / snapshot, the clients'
@@ -29,6 +31,10 @@ from the run's start on). The workload is the cluster's own and keeps running: t
 snapshot after the duration and the settle, and pods younger than `YOUNG_S` then may be pending.
 
 The history is the single truth: nothing the harness saw while the run went on is used by the checks.
+
+`Drive` is that middle part (informer, nemesis, schedule and rounds, final snapshot) and
+`drive_cluster` a fresh cluster around it: `kse bench failover` (`chaos.failover_bench`) uses both,
+with rounds of its own and a `DriveObserver` that samples the machine meanwhile.
 """
 
 from __future__ import annotations
