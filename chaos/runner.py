@@ -211,9 +211,11 @@ async def _run_fresh(
         cluster = Cluster(plan, progress=lambda m: say(f"cluster: {m}"))
         chaos_dir = data_dir / "chaos" / f"{scenario.name}-{_stamp()}"
         say(
-            f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults, seed {seed}; "
-            f"{c.replicas} replicas, {c.etcd_members} etcd, {c.nodes} nodes, {c.rate:g} pods/s, lease "
-            f"{c.lease_duration:g}/{c.renew_deadline:g}/{c.retry_period:g}s; data under {tmp}"
+            f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults"
+            + (f", {len(scenario.rounds)} rounds" if scenario.rounds else "")
+            + f", seed {seed}; {c.replicas} replicas, {c.etcd_members} etcd, {c.nodes} nodes, "
+            f"{c.rate:g} pods/s, lease {c.lease_duration:g}/{c.renew_deadline:g}/{c.retry_period:g}s; "
+            f"data under {tmp}"
         )
         drive = Drive(
             schedule=schedule,
