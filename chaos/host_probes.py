@@ -5,8 +5,6 @@ histograms)? Nothing here is a timing of the system under test.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import re
 import ssl
@@ -105,6 +103,7 @@ _BUCKET = re.compile(r'^(etcd_disk_wal_fsync_duration_seconds|etcd_disk_backend_
 async def etcd_histograms(cluster: Cluster) -> dict[str, dict[float, float]] | None:
     """etcd's WAL fsync and backend commit latency histograms (cumulative buckets) from its
     /metrics, over the same mTLS the API server uses; None if unreachable."""
+    from chaos.probes import http_get
     from harness.procs.etcd import EtcdServerTLS
 
     members = cluster.etcd_members
@@ -112,28 +111,16 @@ async def etcd_histograms(cluster: Cluster) -> dict[str, dict[float, float]] | N
         return None
     url = members[0].endpoint
     scheme, _, hostport = url.partition("://")
-    host, _, port = hostport.rpartition(":")
     ctx = None
     if scheme == "https":
         tls = EtcdServerTLS.from_pki_dir(cluster.pki.dir)
         ctx = ssl.create_default_context(cafile=str(tls.ca_file))
         if tls.client_cert_file is not None and tls.client_key_file is not None:
             ctx.load_cert_chain(str(tls.client_cert_file), str(tls.client_key_file))
-    writer = None
-    try:
-        async with asyncio.timeout(5.0):
-            reader, writer = await asyncio.open_connection(host, int(port), ssl=ctx)
-            # HTTP/1.0: the body comes whole, not in chunks.
-            writer.write(f"GET /metrics HTTP/1.0\r\nHost: {hostport}\r\n\r\n".encode())
-            await writer.drain()
-            raw = (await reader.read()).decode(errors="replace")
-    except (OSError, TimeoutError, ValueError, ssl.SSLError):
+    got = await http_get(hostport, "/metrics", 5.0, tls=ctx, version="1.0")
+    if got is None:
         return None
-    finally:
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+    raw = got[1]
     out: dict[str, dict[float, float]] = {}
     for name, le, value in _BUCKET.findall(raw):
         try:

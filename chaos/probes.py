@@ -9,24 +9,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import ssl
 
 __all__ = ["http_get", "master_status", "ready"]
 
 _MASTER = re.compile(r'^leader_election_master_status\{[^}]*name="kube-scheduler"[^}]*\}\s+(\S+)', re.M)
 
 
-async def http_get(address: str, path: str, within: float = 2.0) -> tuple[int, str] | None:
-    """GET `path` on `address` ("host:port"); (status, body), or None if nothing answers within
-    `within` s (a paused or dead process)."""
+async def http_get(
+    address: str,
+    path: str,
+    within: float = 2.0,
+    *,
+    tls: ssl.SSLContext | None = None,
+    version: str = "1.1",
+) -> tuple[int, str] | None:
+    """GET `path` on `address` ("host:port"), over TLS with `tls`; (status, body), or None if nothing
+    answers within `within` s (a paused or dead process). `version` "1.0" asks for the body whole,
+    never chunked (etcd's /metrics)."""
     host, _, port = address.rpartition(":")
     writer = None
+    keep = "" if version == "1.0" else "Connection: close\r\n"
     try:
         async with asyncio.timeout(within):
-            reader, writer = await asyncio.open_connection(host, int(port))
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n".encode())
+            reader, writer = await asyncio.open_connection(host, int(port), ssl=tls)
+            writer.write(f"GET {path} HTTP/{version}\r\nHost: {address}\r\n{keep}\r\n".encode())
             await writer.drain()
             raw = await reader.read()
-    except (OSError, TimeoutError, ValueError):
+    except (OSError, TimeoutError, ValueError, ssl.SSLError):
         return None
     finally:
         if writer is not None:

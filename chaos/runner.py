@@ -217,15 +217,7 @@ async def _run_fresh(
             f"{c.rate:g} pods/s, lease {c.lease_duration:g}/{c.renew_deadline:g}/{c.retry_period:g}s; "
             f"data under {tmp}"
         )
-        drive = Drive(
-            schedule=schedule,
-            duration=scenario.duration,
-            rounds=scenario.rounds,
-            seed=seed,
-            default_stop=scenario.default_stop,
-            retry_period=c.retry_period,
-            say=say,
-        )
+        drive = Drive.for_scenario(scenario, schedule, seed, say)
         history = await drive_cluster(cluster, drive, chaos_dir, lease_duration=c.lease_duration)
         result = _check(scenario, history, lease_duration=c.lease_duration, young_after=None)
         outcome = RunOutcome(
@@ -395,6 +387,21 @@ class Drive:
         self.created: dict[str, pb.Pod] = {}
         self.started_at = time.time()
         self.snapshot_at = 0.0
+
+    @classmethod
+    def for_scenario(
+        cls, scenario: Scenario, schedule: Sequence[FaultSpec], seed: int, say: Callable[[str], None]
+    ) -> Drive:
+        """The driver of a scenario run: its timed `schedule` (drawn with `seed`) and its rounds."""
+        return cls(
+            schedule=schedule,
+            duration=scenario.duration,
+            rounds=scenario.rounds,
+            seed=seed,
+            default_stop=scenario.default_stop,
+            retry_period=scenario.cluster.retry_period,
+            say=say,
+        )
 
     async def run(
         self,
@@ -607,15 +614,7 @@ async def _run_attached(
         f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults, seed {seed}; attached to "
         f"{data_dir} ({backend.name} backend); history in {chaos_dir}"
     )
-    drive = Drive(
-        schedule=schedule,
-        duration=scenario.duration,
-        rounds=scenario.rounds,
-        seed=seed,
-        default_stop=scenario.default_stop,
-        retry_period=scenario.cluster.retry_period,
-        say=say,
-    )
+    drive = Drive.for_scenario(scenario, schedule, seed, say)
     try:
         await drive.run(
             backend,
