@@ -11,6 +11,11 @@ of deployment. Two implementations exist:
 Targets are component names: "scheduler-N", "apiserver", "etcd-N", "nodesim", "workload". Leader and
 lease reads do not go through the backend: they go through the API (the admin clientset), which is
 the same for every deployment.
+
+Optional, outside the protocol (asked with getattr, where a backend can tell): `etcd_leader()` (the
+nemesis' `etcd-leader` target), `ready(replica)` and `leading(replica)` (a replica's /readyz and its
+own leader_election_master_status, for the driver's waits in `chaos.waits`). The local backend
+offers all three.
 """
 
 from __future__ import annotations

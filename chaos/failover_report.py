@@ -6,19 +6,26 @@
     write_report(out_dir, result, history)  # report.md + timeline.png
     write_compare_report(out_dir, poll, watch, ratio, histories)
 
-A result is the dict `chaos.failover_bench` builds (its `--json` object): timings are summarized as
-nearest-rank percentiles {"p50", "p95", "p99", "max"} in milliseconds (None where no trial gave a
-value); safety counts are ints over the whole run.
+A result is the dict `analyze(cfg, history, trials, ...)` builds from a run's history (the
+`--json` object of `kse bench failover`): timings are summarized as nearest-rank percentiles
+{"p50", "p95", "p99", "max"} in milliseconds (None where no trial gave a value); safety counts are
+ints over the whole run. The timings and counts come from the checkers (`chaos.checker`); `trials`
+only say which fault records were the benchmark's trials and what the driver's waits saw.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chaos.checker.failover import FailoverEvent
+    from chaos.failover_bench import FailoverBenchConfig
     from chaos.history import History
+    from kse.audit import AuditRecord
 
 __all__ = [
     "GAP_SLACK_MS",
@@ -27,6 +34,8 @@ __all__ = [
     "TERM_FAULT_TO_ACQUIRE_P99_MS",
     "TIMINGS",
     "WATCH_EXPIRY_TO_ACQUIRE_P99_MS",
+    "Trial",
+    "analyze",
     "diagnostics",
     "evaluate_targets",
     "format_compare",
@@ -41,6 +50,8 @@ __all__ = [
 TIMINGS = ("fault_to_acquire_ms", "expiry_to_acquire_ms", "gap_ms")
 PERCENTILES = ("p50", "p95", "p99", "max")
 SAFETY_COUNTS = ("stale_writes_accepted", "stale_writes_rejected", "double_binds", "overcommitted_nodes")
+# The checker's other invariants: not counted in the result, a note when one fails.
+UNCOUNTED_INVARIANTS = ("watch_integrity", "no_rotation_rpc_errors")
 # Safety counts that must be 0 with fencing on (rejected stale writes are the fencing at work).
 MUST_BE_ZERO = ("stale_writes_accepted", "double_binds", "overcommitted_nodes")
 
@@ -526,3 +537,223 @@ def write_compare_report(
     paths["markdown"] = d / "report.md"
     paths["markdown"].write_text("\n".join(parts) + "\n", encoding="utf-8")
     return paths
+
+
+# ---------------------------------------------------------------------------------------------- the result
+
+
+@dataclass
+class Trial:
+    """One trial: its fault (from the history's fault records) and what the driver's waits saw
+    (the timings come from the history, in `analyze`)."""
+
+    index: int
+    target: str
+    identity: str
+    transitions: int
+    fault_ts: float
+    new_identity: str = ""
+    resumed_ts: float | None = None  # `stop`: SIGCONT
+    back: str = ""  # how the faulted replica came back: restarted | standby
+    wall_s: float = 0.0
+
+
+def _pct(values: Sequence[float | None]) -> dict[str, float | None]:
+    from chaos.checker.failover import summarize
+
+    s = summarize(values)
+    if s is None:
+        return {"p50": None, "p95": None, "p99": None, "max": None}
+    return {k: round(v, 3) for k, v in s.items()}
+
+
+def analyze(
+    cfg: FailoverBenchConfig,
+    history: History,
+    trials: Sequence[Trial],
+    *,
+    errors: Sequence[str] = (),
+    notes: Sequence[str] = (),
+    cpu: dict[str, float] | None = None,
+    host: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The result object: timings per trial and their percentiles, safety counts, targets.
+
+    Besides the checker's timings, each failover's takeable -> acquire is split at the acquiring
+    write's renewTime, which the winning standby stamped (its wall clock, the same machine's) when
+    it started the attempt: `acquire_attempt_ms` (takeable -> the attempt: the standby's reaction,
+    watch delivery and timer included) and `acquire_write_ms` (the attempt -> the write committed:
+    the API server and etcd). `lease_write_ms` is that stamp -> commit latency over every Lease
+    write of the run: the write path's health."""
+    from chaos.checker import check
+
+    # The checkers of `kse chaos run`, over the same history files. Pods still pending at the final
+    # snapshot are allowed: the benchmark judges failovers, not how a stopped workload drains.
+    checked = check(history, allow_pending=True, lease_duration_s=cfg.lease_duration)
+    assert checked.failover is not None
+    fo = checked.failover
+    stale = checked.invariants["no_stale_writes"]
+    bound = checked.invariants["pods_bound_once"]
+    over = checked.invariants["no_overcommit"]
+    notes = [
+        *notes,
+        *(
+            f"invariant {name} failed: {checked.invariants[name].detail}"
+            for name in UNCOUNTED_INVARIANTS
+            if not checked.invariants[name].passed
+        ),
+    ]
+
+    # Safety events, timestamped, to attribute them to trials (a trial runs from its fault to the next).
+    rejected_ts = [
+        r.ts
+        for r in history.audit
+        if r.resource != "leases" and r.fence is not None and r.code == "FAILED_PRECONDITION"
+    ]
+    stale_ts = [v["ts"] for v in stale.violations if v["kind"] == "stale_write"]
+    doubles = [v for v in bound.violations if v["kind"] == "double_bind"]
+    double_ts = [max(b["ts"] for b in v["binds"]) for v in doubles]
+    over_at = [v for v in over.violations if v["kind"] == "overcommit_at"]
+    overcommitted = {v["node"] for v in over.violations if v["kind"] in ("overcommit", "overcommit_at")}
+
+    events = {round(e.fault_ts, 6): e for e in fo.events}
+    skipped = {round(s["fault_ts"], 6): s for s in fo.skipped}
+    per_trial: list[dict[str, Any]] = []
+    starts = [t.fault_ts for t in trials]
+    for n, t in enumerate(trials):
+        lo = t.fault_ts if n else float("-inf")
+        hi = starts[n + 1] if n + 1 < len(starts) else float("inf")
+
+        def within(ts: float, lo: float = lo, hi: float = hi) -> bool:
+            return lo <= ts < hi
+
+        e = events.get(round(t.fault_ts, 6))
+        entry: dict[str, Any] = {
+            "trial": t.index,
+            "target": t.target,
+            "old_identity": t.identity,
+            "old_transitions": t.transitions,
+            "new_identity": e.new_holder if e is not None else (t.new_identity or None),
+            "fault_ts": round(t.fault_ts, 6),
+            "outcome": e.outcome if e is not None else "not_timed",
+            "takeable_by": e.takeable_by if e is not None else None,
+            "fault_to_acquire_ms": e.fault_to_acquire_ms if e is not None else None,
+            "expiry_to_acquire_ms": e.expiry_to_acquire_ms if e is not None else None,
+            "gap_ms": e.gap_ms if e is not None else None,
+            "stale_writes_accepted": sum(1 for ts in stale_ts if within(ts)),
+            "stale_writes_rejected": sum(1 for ts in rejected_ts if within(ts)),
+            "double_binds": sum(1 for ts in double_ts if within(ts)),
+            "overcommitted_nodes": len({v["node"] for v in over_at if within(v["ts"])}),
+            "came_back": t.back or None,
+            "wall_s": t.wall_s,
+        }
+        split = _acquire_split(history, e) if e is not None else None
+        entry["acquire_attempt_ms"], entry["acquire_write_ms"] = split or (None, None)
+        # The new leader's start: its acquisition -> its first accepted bind (cache catch-up to the
+        # acquisition's revision, then the first scheduling cycle).
+        entry["acquire_to_first_bind_ms"] = (
+            round((e.first_new_bind_ts - e.acquire_ts) * 1000.0, 3)
+            if e is not None and e.first_new_bind_ts is not None and e.acquire_ts is not None
+            else None
+        )
+        if e is None:
+            s = skipped.get(round(t.fault_ts, 6))
+            entry["why_not_timed"] = s["reason"] if s else "no failover event for this fault"
+        if t.resumed_ts is not None:
+            entry["stopped_s"] = round(t.resumed_ts - t.fault_ts, 3)
+        per_trial.append(entry)
+
+    failovers = [p for p in per_trial if p["outcome"] == "failover"]
+    result: dict[str, Any] = {
+        "fault": cfg.fault,
+        "election": cfg.election,
+        "trials": len(trials),
+        "lease_duration_s": cfg.lease_duration,
+        "renew_deadline_s": cfg.renew_deadline,
+        "retry_period_s": cfg.retry_period,
+    }
+    for m in TIMINGS:
+        result[m] = _pct([p[m] for p in failovers])
+    result["stale_writes_accepted"] = int(stale.counts.get("stale_writes_accepted", 0))
+    result["stale_writes_rejected"] = int(stale.counts.get("stale_writes_rejected", 0))
+    result["double_binds"] = len(doubles)
+    result["overcommitted_nodes"] = len(overcommitted)
+    assert all(isinstance(result[k], int) for k in SAFETY_COUNTS)
+    result["per_trial"] = per_trial
+    outcomes = Counter(p["outcome"] for p in per_trial)
+    takeable_by = Counter(p["takeable_by"] for p in failovers if p["takeable_by"])
+    result["details"] = {
+        "trials_requested": cfg.trials,
+        "failovers": len(failovers),
+        "outcomes": dict(outcomes),
+        "takeable_by": dict(takeable_by),
+        "timed": {m: sum(1 for p in failovers if p[m] is not None) for m in TIMINGS},
+        "nodes": cfg.nodes,
+        "rate": cfg.rate,
+        "seed": cfg.seed,
+        "fencing": cfg.fencing,
+        "on_lost_lease": cfg.on_lost_lease,
+        "stop_s": cfg.stop_for if cfg.fault == "stop" else None,
+        "workload_delete_after_s": cfg.delete_after,
+        "apiserver_args": list(cfg.apiserver_args),
+        "scheduler_args": list(cfg.scheduler_args),
+        "unfenced_scheduler_writes": int(stale.counts.get("unfenced_writes", 0)),
+        "pods": {k: v for k, v in bound.counts.items()},
+        "binds": sum(1 for r in history.audit if r.verb == "bind" and r.code == "OK"),
+        "lease_terms": fo.terms,
+        "cpu_percent": cpu or {},
+        "diagnostics": {
+            "acquire_attempt_ms": _pct([p["acquire_attempt_ms"] for p in failovers]),
+            "acquire_write_ms": _pct([p["acquire_write_ms"] for p in failovers]),
+            "acquire_to_first_bind_ms": _pct([p["acquire_to_first_bind_ms"] for p in failovers]),
+            "lease_write_ms": _pct(_lease_write_latencies(history)),
+            **(host or {}),
+        },
+        "errors": list(errors),
+        "notes": list(notes),
+    }
+    checks = evaluate_targets(result)
+    result["targets"] = {"passed": all(c["passed"] for c in checks) and not errors, "checks": checks}
+    return result
+
+
+def _stamp(r: AuditRecord) -> float | None:
+    from kse.objects.timeutil import to_epoch
+
+    try:
+        return to_epoch(r.lease_renew_time) if r.lease_renew_time else None
+    except ValueError:
+        return None
+
+
+def _acquire_split(history: History, e: FailoverEvent) -> tuple[float, float] | None:
+    """(takeable -> attempt stamped, stamped -> committed) in ms for a failover event."""
+    if e.new_holder is None or e.takeable_ts is None or e.acquire_ts is None:
+        return None
+    for r in history.audit:
+        if (
+            r.resource == "leases"
+            and r.code == "OK"
+            and r.lease_holder == e.new_holder
+            and r.lease_transitions == e.new_transitions
+            and r.ts == e.acquire_ts
+        ):
+            stamp = _stamp(r)
+            if stamp is None:
+                return None
+            return round((stamp - e.takeable_ts) * 1000.0, 3), round((e.acquire_ts - stamp) * 1000.0, 3)
+    return None
+
+
+def _lease_write_latencies(history: History) -> list[float]:
+    """Stamp (renewTime) -> commit (audit ts) of every accepted write of the scheduler Lease, ms."""
+    from chaos.history import SCHEDULER_LEASE
+
+    ns, _, name = SCHEDULER_LEASE.partition("/")
+    out = []
+    for r in history.audit:
+        if r.resource == "leases" and r.namespace == ns and r.name == name and r.code == "OK":
+            stamp = _stamp(r)
+            if stamp is not None:
+                out.append((r.ts - stamp) * 1000.0)
+    return out

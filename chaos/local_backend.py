@@ -94,6 +94,7 @@ class LocalBackend:
         self.pki_dir: Path = cluster.plan.pki_dir
         self.run_dir: Path = cluster.plan.run_dir
         self._proxies: dict[str, PartitionProxy] = dict(proxies or {})
+        self._ready_pids: set[int] = set()
 
     # -- lookup
 
@@ -153,6 +154,33 @@ class LocalBackend:
         if m is not None:
             return int(m.pid) if m.pid is not None else None
         return self._process(target).pid
+
+    async def ready(self, replica: str) -> bool:
+        """Running, not paused, and its /readyz answered 200 once (informers synced; asked once per
+        process). Not part of the protocol: the waits (`chaos.waits`) ask a backend that offers it."""
+        from chaos.probes import ready
+
+        r = self._replica(replica)
+        pid = r.pid if r is not None else None
+        if r is None or pid is None or not r.running or r.paused:
+            return False
+        if pid in self._ready_pids:
+            return True
+        if await ready(r.metrics_address):
+            self._ready_pids.add(pid)
+            return True
+        return False
+
+    async def leading(self, replica: str) -> bool | None:
+        """Whether the replica itself says it leads (its leader_election_master_status); None if it
+        does not answer. Not part of the protocol, as `ready`."""
+        from chaos.probes import master_status
+
+        r = self._replica(replica)
+        if r is None or not r.running:
+            return None
+        status = await master_status(r.metrics_address)
+        return None if status is None else status > 0
 
     # -- faults
 

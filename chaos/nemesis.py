@@ -167,7 +167,8 @@ class Nemesis:
         except NotFoundError:
             return None
 
-    async def _by_identity(self, identity: str) -> str | None:
+    async def replica_with_identity(self, identity: str) -> str | None:
+        """The replica whose current lease identity is `identity`, if any."""
         for r in await self.backend.replicas():
             if identity and await self.backend.identity(r) == identity:
                 return r
@@ -178,7 +179,7 @@ class Nemesis:
         lease = await self.lease()
         if lease is None or not lease.spec.holder_identity:
             return None
-        return await self._by_identity(lease.spec.holder_identity)
+        return await self.replica_with_identity(lease.spec.holder_identity)
 
     async def wait_for_leader(self, within: float) -> str:
         from kse.client.errors import ApiError
@@ -278,6 +279,7 @@ class Nemesis:
                 end={"identity": detail["identity"]},
                 begin=lambda: b.partition(r, mode, delay=spec.delay or 0.0, loss=spec.loss or 0.0),
                 finish=lambda: b.heal(r),
+                until=self._until(spec, detail["identity"]),
             )
         elif spec.fault == "stop":
             d = spec.duration if spec.duration is not None else self.default_stop
@@ -289,6 +291,7 @@ class Nemesis:
                 end={"identity": detail["identity"]},
                 begin=lambda: b.pause(r),
                 finish=lambda: b.resume(r),
+                until=self._until(spec, detail["identity"]),
             )
         elif spec.fault == "rotate-leaf":
             await self._rotate_leaf(spec, r, detail)
@@ -309,17 +312,46 @@ class Nemesis:
         end: dict[str, Any],
         begin: Callable[[], Awaitable[None]],
         finish: Callable[[], Awaitable[None]],
+        until: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """A fault that lasts (a pause, a partition): its start record, `begin`, `seconds`, then
-        `finish` and its end record, stamped just before `finish` acts (also when cancelled)."""
+        """A fault that lasts (a pause, a partition): its start record, `begin`, `seconds` (and then
+        `until`, if given, returns), then `finish` and its end record, stamped just before `finish`
+        acts (also when cancelled, or when `until` gives up)."""
         self._record(time.time(), fault, target, start | {"phase": PHASE_START})
         await begin()
         try:
             await asyncio.sleep(seconds)
+            if until is not None:
+                await until()
         finally:
             ts = time.time()
             await finish()
             self._record(ts, fault, target, end | {"phase": PHASE_END})
+
+    def _until(self, spec: FaultSpec, identity: str) -> Callable[[], Awaitable[None]] | None:
+        """What a window waits for past its duration (`FaultSpec.until`), if anything."""
+        if spec.until is None:
+            return None
+        if spec.until != "new-leader":
+            raise NemesisError(f"{spec.describe()}: unknown until {spec.until!r}")
+
+        async def another_holder() -> None:
+            from kse.client.errors import ApiError
+
+            deadline = time.monotonic() + self.leader_within
+            while True:
+                with contextlib.suppress(ApiError):
+                    lease = await self.lease()
+                    if lease is not None and lease.spec.holder_identity not in ("", identity):
+                        return
+                if time.monotonic() >= deadline:
+                    raise NemesisError(
+                        f"{spec.describe()}: no replica other than {identity} took the lease within "
+                        f"{self.leader_within:g}s"
+                    )
+                await asyncio.sleep(0.02)
+
+        return another_holder
 
     # ------------------------------------------------------------------ API server and etcd
 

@@ -12,7 +12,9 @@ A fresh run, under a temp dir:
    (the `watch_integrity` invariant judges them against the audit log);
 3. wait for a first leader, then t=0: every fault of the schedule is injected at its time by the
    nemesis (`chaos.nemesis`, through a `chaos.local_backend.LocalBackend`; one task each, so a pause
-   may overlap the next fault);
+   may overlap the next fault); beside them the scenario's rounds run in order, each step (a fault,
+   or a wait of `chaos.waits`: a stable leader, a new leader and its binds, a faulted replica back)
+   once the one before it is through;
 4. at t=`duration` (and once every fault has finished): stop the workload, let the leader bind what
    is pending, snapshot pods and nodes (`final.json`), stop the cluster;
 5. load the `History` (the audit log, the run's faults / watch deliveries / snapshot, the clients'
@@ -29,6 +31,10 @@ from the run's start on). The workload is the cluster's own and keeps running: t
 snapshot after the duration and the settle, and pods younger than `YOUNG_S` then may be pending.
 
 The history is the single truth: nothing the harness saw while the run went on is used by the checks.
+
+`Drive` is that middle part (informer, nemesis, schedule and rounds, final snapshot) and
+`drive_cluster` a fresh cluster around it: `kse bench failover` (`chaos.failover_bench`) uses both,
+with rounds of its own and a `DriveObserver` that samples the machine meanwhile.
 """
 
 from __future__ import annotations
@@ -39,23 +45,35 @@ import importlib
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.cluster_setup import churn_delete_after, fencing_args, final_state
-from chaos.scenario import FaultSpec, Scenario
+from chaos.scenario import FaultSpec, Round, Scenario, WaitSpec
 
 if TYPE_CHECKING:
     from chaos.backend import FaultBackend
     from chaos.checker import CheckResult
-    from chaos.history import History
+    from chaos.history import FaultRecord, History
     from chaos.nemesis import Nemesis
+    from chaos.waits import Waits
+    from harness.up import Cluster
     from proto import kse_pb2 as pb
 
-__all__ = ["BACKENDS", "RunError", "RunOutcome", "run_scenario"]
+__all__ = [
+    "BACKENDS",
+    "Drive",
+    "DriveObserver",
+    "RoundResult",
+    "RunError",
+    "RunOutcome",
+    "drive_cluster",
+    "load_history",
+    "run_scenario",
+]
 
 WATCH_FILE = "watch-chaos.jsonl"
 RPC_ERRORS_FILE = "rpc-errors-chaos.jsonl"  # the runner's own client (its informer, the snapshot)
@@ -167,10 +185,9 @@ async def run_scenario(
 async def _run_fresh(
     scenario: Scenario, *, seed: int | None, keep: bool, say: Callable[[str], None]
 ) -> RunOutcome:
-    from chaos.local_backend import LocalBackend, write_clock_skew
+    from chaos.local_backend import write_clock_skew
     from harness.bench.common import work_dir
-    from harness.up import Cluster, ClusterPlan, UpError
-    from kse.client.errors import ApiError
+    from harness.up import Cluster, ClusterPlan
 
     seed = scenario.seed if seed is None else seed
     schedule = scenario.schedule(seed)
@@ -186,41 +203,55 @@ async def _run_fresh(
         cluster = Cluster(plan, progress=lambda m: say(f"cluster: {m}"))
         chaos_dir = data_dir / "chaos" / f"{scenario.name}-{_stamp()}"
         say(
-            f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults, seed {seed}; "
-            f"{c.replicas} replicas, {c.etcd_members} etcd, {c.nodes} nodes, {c.rate:g} pods/s, lease "
-            f"{c.lease_duration:g}/{c.renew_deadline:g}/{c.retry_period:g}s; data under {tmp}"
+            f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults"
+            + (f", {len(scenario.rounds)} rounds" if scenario.rounds else "")
+            + f", seed {seed}; {c.replicas} replicas, {c.etcd_members} etcd, {c.nodes} nodes, "
+            f"{c.rate:g} pods/s, lease {c.lease_duration:g}/{c.renew_deadline:g}/{c.retry_period:g}s; "
+            f"data under {tmp}"
         )
-        drive: _Drive | None = None
-        try:
-            async with cluster:
-                backend = LocalBackend(cluster)
-                workload = cluster.workload
-
-                async def stop_workload() -> None:
-                    if workload is not None:
-                        await workload.terminate(plan.grace)
-
-                drive = _Drive(scenario, schedule, seed, backend, say)
-                await drive.run(
-                    plan.connection_file,
-                    chaos_dir,
-                    lease=(plan.election.lease_namespace, plan.election.lease_name),
-                    lease_duration=c.lease_duration,
-                    stop_workload=stop_workload,
-                    young_s=0.0,
-                )
-        except ApiError as e:
-            raise RunError(f"the final snapshot failed: {e}") from e
-        except UpError as e:
-            raise RunError(str(e)) from e
-        assert drive is not None
-        history = _load_history(cluster.audit_logs, chaos_dir, plan.run_dir, since=None)
+        drive = Drive.for_scenario(scenario, schedule, seed, say)
+        history = await drive_cluster(cluster, drive, chaos_dir, lease_duration=c.lease_duration)
         result = _check(scenario, history, lease_duration=c.lease_duration, young_after=None)
         outcome = RunOutcome(
             scenario, seed, result, history, schedule, drive.errors, chaos_dir if keep else None
         )
         say(f"scenario {scenario.name}: {'PASS' if outcome.passed else 'FAIL'}")
         return outcome
+
+
+async def drive_cluster(cluster: Cluster, drive: Drive, chaos_dir: Path, *, lease_duration: float) -> History:
+    """Start `cluster` (not started yet), drive it with `drive` through a `LocalBackend` (the
+    workload stopped before the final snapshot), stop it, and load the run's history. RunError when
+    the cluster cannot serve a run (no leader election, no audit log), does not come up, or the final
+    snapshot fails; `drive.errors` holds the faults and rounds that could not be carried out."""
+    from chaos.local_backend import LocalBackend
+    from harness.up import UpError
+    from kse.client.errors import ApiError
+
+    plan = cluster.plan
+    try:
+        async with cluster:
+            workload = cluster.workload
+
+            async def stop_workload() -> None:
+                if workload is not None:
+                    await workload.terminate(plan.grace)
+
+            await drive.run(
+                LocalBackend(cluster),
+                plan.connection_file,
+                chaos_dir,
+                lease=(plan.election.lease_namespace, plan.election.lease_name),
+                lease_duration=lease_duration,
+                stop_workload=stop_workload,
+                young_s=0.0,
+                audit_logs=cluster.audit_logs,
+            )
+    except ApiError as e:
+        raise RunError(f"the final snapshot failed: {e}") from e
+    except UpError as e:
+        raise RunError(str(e)) from e
+    return load_history(cluster.audit_logs, chaos_dir, plan.run_dir, since=None)
 
 
 def _check(
@@ -237,7 +268,7 @@ def _check(
     )
 
 
-def _load_history(audit: list[Path], chaos_dir: Path, rpc_dir: Path, *, since: float | None) -> History:
+def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since: float | None) -> History:
     """The run's history: the audit log(s), the run dir's faults, watch deliveries and snapshot, and
     the clients' rpc-errors files (those in the cluster's run dir and the runner's own; attached,
     only errors from `since` on: the files live as long as the cluster)."""
@@ -255,30 +286,104 @@ def _load_history(audit: list[Path], chaos_dir: Path, rpc_dir: Path, *, since: f
     return history
 
 
-class _Drive:
-    """The part of a run that is the same fresh and attached: the recorded informer, the nemesis on
-    its schedule, the final snapshot."""
+class DriveObserver(Protocol):
+    """Hooks into a run, for callers that measure while it goes on (the failover benchmark samples
+    CPU and run-queue waits around every fault). None may inject faults."""
+
+    async def started(self) -> None:
+        """The first leader is elected; the schedule and the rounds start now."""
+
+    async def before_fault(self, spec: FaultSpec) -> None:
+        """A round's fault is about to be injected (its target still alive)."""
+
+    async def round_done(self, result: RoundResult) -> None:
+        """A round went through (or failed: `result.error`)."""
+
+    async def finished(self) -> None:
+        """Every fault and round is through; the final snapshot comes next."""
+
+
+class _NoObserver:
+    async def started(self) -> None:
+        pass
+
+    async def before_fault(self, spec: FaultSpec) -> None:
+        pass
+
+    async def round_done(self, result: RoundResult) -> None:
+        pass
+
+    async def finished(self) -> None:
+        pass
+
+
+@dataclass
+class RoundResult:
+    """What the driver did in one round: the fault records the nemesis wrote meanwhile, what each
+    wait found (by wait name: the leader's replica, the new holder's identity, "restarted" or
+    "standby"), the round's wall time, and the error that ended it, if one did."""
+
+    label: str
+    faults: list[FaultRecord] = field(default_factory=list)
+    waits: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+    error: str | None = None
+
+
+class Drive:
+    """The run driver, the same fresh and attached, for scenarios and the failover benchmark: an
+    informer recording what it delivers (`watch-chaos.jsonl`), the nemesis (faults go to
+    `faults.jsonl`), the generator's faults (the timed `schedule`, each at its time, for `duration`
+    s; and the sequential `rounds`, each step once the previous one is through, beside it), then
+    the final snapshot (`final.json`). `errors` lists what could not be carried out (a fault that
+    could not be injected; a round that stopped, which also ends the rounds after it)."""
 
     def __init__(
         self,
-        scenario: Scenario,
-        schedule: list[FaultSpec],
-        seed: int,
-        backend: FaultBackend,
-        say: Callable[[str], None],
+        *,
+        schedule: Sequence[FaultSpec] = (),
+        duration: float = 0.0,
+        rounds: Sequence[Round] = (),
+        seed: int = 0,
+        default_stop: float = 5.0,
+        retry_period: float = 2.0,
+        say: Callable[[str], None] = progress,
+        settle_s: float = SETTLE_S,
+        observer: DriveObserver | None = None,
     ) -> None:
-        self.scenario = scenario
-        self.schedule = schedule
+        self.schedule = list(schedule)
+        self.duration = duration
+        self.rounds = list(rounds)
         self.seed = seed
-        self.backend = backend
+        self.default_stop = default_stop
+        self.retry_period = retry_period
         self.say = say
+        self.settle_s = settle_s
+        self.observer: DriveObserver = observer or _NoObserver()
         self.errors: list[str] = []
+        self.round_results: list[RoundResult] = []
         self.created: dict[str, pb.Pod] = {}
         self.started_at = time.time()
         self.snapshot_at = 0.0
 
+    @classmethod
+    def for_scenario(
+        cls, scenario: Scenario, schedule: Sequence[FaultSpec], seed: int, say: Callable[[str], None]
+    ) -> Drive:
+        """The driver of a scenario run: its timed `schedule` (drawn with `seed`) and its rounds."""
+        return cls(
+            schedule=schedule,
+            duration=scenario.duration,
+            rounds=scenario.rounds,
+            seed=seed,
+            default_stop=scenario.default_stop,
+            retry_period=scenario.cluster.retry_period,
+            say=say,
+        )
+
     async def run(
         self,
+        backend: FaultBackend,
         connection_file: Path,
         chaos_dir: Path,
         *,
@@ -286,9 +391,12 @@ class _Drive:
         lease_duration: float,
         stop_workload: Callable[[], Awaitable[object]] | None,
         young_s: float,
+        audit_logs: Sequence[Path] = (),
     ) -> None:
+        from chaos.audit_tail import AuditTail
         from chaos.history import FAULTS_FILE, SNAPSHOT_FILE, JsonlWriter, WatchRecorder, write_snapshot
         from chaos.nemesis import Nemesis, NemesisError
+        from chaos.waits import Waits
         from kse.client.channel import channel_source_from_connection
         from kse.client.clientset import Clientset
         from kse.client.informer import InformerFactory
@@ -308,28 +416,37 @@ class _Drive:
             pods = factory.informer_for(clientset.pods)
             pods.add_event_handler(self._added, None, None)
             nemesis = Nemesis(
-                self.backend,
+                backend,
                 clientset,
                 faults,
                 seed=self.seed,
-                default_stop=self.scenario.default_stop,
+                default_stop=self.default_stop,
                 leader_within=60.0 + lease_duration,
                 lease=lease,
-                retry_period=self.scenario.cluster.retry_period,
+                retry_period=self.retry_period,
                 say=self.say,
             )
+            waits = Waits(nemesis, AuditTail(audit_logs) if audit_logs else None)
             async with factory.running():
                 await factory.wait_for_sync()
                 try:
                     first = await nemesis.wait_for_leader(60.0 + lease_duration)
                 except NemesisError as e:
                     raise RunError(f"no first leader: {e}") from e
-                self.say(f"leader {first} ({await self.backend.identity(first)}); t=0")
-                await _run_schedule(nemesis, self.schedule, self.scenario.duration, self.errors, NemesisError)
+                self.say(f"leader {first} ({await backend.identity(first)}); t=0")
+                await self.observer.started()
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(_run_schedule(nemesis, self.schedule, self.duration, self.errors))
+                    tg.create_task(self._run_rounds(nemesis, waits))
+                await self.observer.finished()
                 with contextlib.suppress(NemesisError):
                     await nemesis.wait_for_leader(30.0 + lease_duration)
                 final_pods, nodes, self.snapshot_at = await final_state(
-                    clientset, stop_workload=stop_workload, settle_s=SETTLE_S, young_s=young_s, say=self.say
+                    clientset,
+                    stop_workload=stop_workload,
+                    settle_s=self.settle_s,
+                    young_s=young_s,
+                    say=self.say,
                 )
             write_snapshot(chaos_dir / SNAPSHOT_FILE, final_pods, nodes, created=self.created.values())
         finally:
@@ -339,6 +456,37 @@ class _Drive:
                 await source.close()
             errors_log.close()
 
+    async def _run_rounds(self, nemesis: Nemesis, waits: Waits) -> None:
+        """Each round's steps in order, one round after the other; the first step that fails ends
+        the rounds (what follows it assumed it went through)."""
+        from chaos.backend import BackendError
+        from chaos.nemesis import NemesisError
+        from kse.client.errors import ApiError
+
+        for rnd in self.rounds:
+            result = RoundResult(rnd.label)
+            self.round_results.append(result)
+            began = time.monotonic()
+            try:
+                for step in rnd.steps:
+                    if isinstance(step, WaitSpec):
+                        result.waits[step.wait] = await waits.run(step)
+                        continue
+                    await self.observer.before_fault(step)
+                    seen = len(nemesis.injected)
+                    try:
+                        await nemesis.inject(step)
+                    finally:
+                        result.faults += nemesis.injected[seen:]
+            except (NemesisError, BackendError, ApiError, TimeoutError) as e:
+                result.error = str(e) or type(e).__name__
+                self.errors.append(f"{rnd.label}: {result.error}")
+                self.say(f"ERROR: {self.errors[-1]}")
+            result.wall_s = round(time.monotonic() - began, 3)
+            await self.observer.round_done(result)
+            if result.error is not None:
+                return
+
     def _added(self, pod: pb.Pod) -> None:
         """Every pod the informer delivers as created (with its spec), for the time-resolved
         over-commit check of pods deleted before the end."""
@@ -346,16 +494,18 @@ class _Drive:
 
 
 async def _run_schedule(
-    nemesis: Nemesis, schedule: list[FaultSpec], duration: float, errors: list[str], expected: type[Exception]
+    nemesis: Nemesis, schedule: list[FaultSpec], duration: float, errors: list[str]
 ) -> None:
     """Each fault at its time (one task each); returns at `duration` once every fault is through."""
+    from chaos.nemesis import NemesisError
+
     t0 = time.monotonic()
 
     async def one(spec: FaultSpec) -> None:
         await asyncio.sleep(max(0.0, t0 + (spec.at or 0.0) - time.monotonic()))
         try:
             await nemesis.inject(spec)
-        except expected as e:
+        except NemesisError as e:
             errors.append(f"{spec.describe()}: {e}")
             nemesis.say(f"ERROR: {errors[-1]}")
 
@@ -363,7 +513,6 @@ async def _run_schedule(
         for spec in schedule:
             tg.create_task(one(spec), name=f"fault-{spec.describe()}")
         await asyncio.sleep(duration)
-
 
 # ---------------------------------------------------------------------------------------------- attached
 
@@ -448,22 +597,24 @@ async def _run_attached(
         f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults, seed {seed}; attached to "
         f"{data_dir} ({backend.name} backend); history in {chaos_dir}"
     )
-    drive = _Drive(scenario, schedule, seed, backend, say)
+    drive = Drive.for_scenario(scenario, schedule, seed, say)
     try:
         await drive.run(
+            backend,
             layout["connection_file"],
             chaos_dir,
             lease=layout["lease"],
             lease_duration=lease_duration or scenario.cluster.lease_duration,
             stop_workload=None,  # the cluster's own workload: not ours to stop
             young_s=YOUNG_S,
+            audit_logs=[layout["audit_log"]],
         )
     except ApiError as e:
         raise RunError(f"the final snapshot failed: {e}") from e
     finally:
         with contextlib.suppress(Exception):
             await backend.aclose()
-    history = _load_history([layout["audit_log"]], chaos_dir, layout["run_dir"], since=drive.started_at)
+    history = load_history([layout["audit_log"]], chaos_dir, layout["run_dir"], since=drive.started_at)
     result = _check(scenario, history, lease_duration=lease_duration, young_after=drive.snapshot_at - YOUNG_S)
     outcome = RunOutcome(scenario, seed, result, history, schedule, drive.errors, chaos_dir)
     say(f"scenario {scenario.name}: {'PASS' if outcome.passed else 'FAIL'}")

@@ -21,14 +21,29 @@ invariants to check afterwards.
       seed: 7                    # `kse chaos run --seed N` overrides it
       every: 10                  # one fault every 10 s, from t=every until the end
       faults: [{fault: kill, target: random-replica}]
+    rounds:                      # ...and/or in order, each step once the one before is through
+      repeat: 2
+      steps:
+        - {wait: stable-leader, jitter: 2}   # then a seeded delay in [0, 2) s
+        - {fault: kill, target: leader}
+        - {wait: new-leader}                 # another holder, and its first binds
+        - {wait: recovered}                  # the killed replica restarted and ready
     checks: [pods_bound_once, no_overcommit, no_stale_writes, watch_integrity]
+
+The timed faults run for `duration`; the rounds run beside them, and the run ends once both are
+through. Waits (`chaos.waits`; `within` s, default 60 + lease_duration, else the run fails):
+`stable-leader` (every replica ready, a live holder binding pods, renewing on its cycle; `jitter`:
+then a seeded delay in [0, jitter) s with the same holder), `new-leader` (after a fault on the
+leader: another holder and its first binds), `recovered` (the replica the last fault hit is back and
+ready; `expect: restarted | standby`). `kse bench failover` is such a generator (`failover_rounds`).
 
 Faults (`chaos.nemesis`):
 
     kill        SIGKILL (a replica is restarted by its supervisor; an API server or etcd member is
                 started again after `duration` s, default 0)
     term        SIGTERM (a leader releases its lease first); restarted as `kill`
-    stop        SIGSTOP for `duration` s, then SIGCONT
+    stop        SIGSTOP for `duration` s, then SIGCONT; `until: new-leader` keeps it stopped past
+                `duration` until another replica holds the Lease (partition takes it too)
     restart     SIGTERM and start again (a replica at once, ready awaited; the API server or an etcd
                 member after `duration` s)
     partition   a replica's link to the API server black-holed for `duration` s (`harness.proxy`);
@@ -78,11 +93,15 @@ __all__ = [
     "FAULTS",
     "SCENARIOS_DIR",
     "TARGETS",
+    "WAITS",
     "ClusterSpec",
     "FaultSpec",
     "RandomFaults",
+    "Round",
     "Scenario",
     "ScenarioError",
+    "Step",
+    "WaitSpec",
     "find_scenario",
     "load_scenario",
     "parse_scenario",
@@ -91,6 +110,8 @@ __all__ = [
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 
 PARTITION_MODES: tuple[str, ...] = ("blackhole", "delay", "loss")
+# What a window fault (stop, partition) may wait for before it ends, beyond its duration.
+UNTIL: tuple[str, ...] = ("new-leader",)
 FAULTS: tuple[str, ...] = (
     "kill",
     "term",
@@ -164,6 +185,9 @@ class FaultSpec:
     mode: str | None = None
     delay: float | None = None
     loss: float | None = None
+    # stop / partition: "new-leader" keeps the fault on past `duration` until another replica holds
+    # the Lease (a paused leader woken before anyone took over would just renew: no failover)
+    until: str | None = None
 
     def describe(self) -> str:
         when = f"t={self.at:g}s " if self.at is not None else ""
@@ -181,7 +205,46 @@ class FaultSpec:
             extra += f" {self.delay * 1000:g}ms"
         if self.loss is not None:
             extra += f" {self.loss:.0%} loss"
+        if self.until is not None:
+            extra += f" (and until a {self.until})"
         return f"{when}{self.fault} {self.target}{lasting}{extra}"
+
+
+# Waits (`chaos.waits`): steps of a sequential generator that hold the run until the cluster is in
+# a state, failing the run when it does not get there `within` s.
+STABLE_LEADER = "stable-leader"  # every replica ready, a live holder, binds under its term, renewing
+NEW_LEADER = "new-leader"  # after a fault on the leader: another holder, and its first binds
+RECOVERED = "recovered"  # the replica the last fault hit is back (restarted, or a standby) and ready
+RESTARTED = "restarted"  # recovered: running again under a new identity (a new process)
+STANDBY = "standby"  # recovered: the same process, no longer leading
+WAITS: tuple[str, ...] = (STABLE_LEADER, NEW_LEADER, RECOVERED)
+
+
+@dataclass(frozen=True)
+class WaitSpec:
+    """One wait: hold the run until `wait` holds, at most `within` s. `jitter` (stable-leader only):
+    then a seeded random delay in [0, jitter) s, after which the same leader must still hold the
+    Lease (else the wait starts over), so that the next fault lands anywhere in a renew cycle."""
+
+    wait: str
+    within: float = 60.0
+    jitter: float = 0.0
+    expect: str | None = None  # recovered only: "restarted" or "standby" (None: either)
+
+    def describe(self) -> str:
+        return f"wait for {self.wait.replace('-', ' ')}"
+
+
+Step = FaultSpec | WaitSpec
+
+
+@dataclass(frozen=True)
+class Round:
+    """A sequential generator's unit (a failover trial): steps run one after the other, each once
+    the previous one is through. `label` names it in progress lines and errors ("trial 2/3")."""
+
+    label: str
+    steps: tuple[Step, ...]
 
 
 @dataclass(frozen=True)
@@ -214,6 +277,7 @@ class Scenario:
     description: str = ""
     allow_pending: bool = False
     source: str = ""
+    rounds: tuple[Round, ...] = ()  # sequential, beside the timed faults (`rounds:`)
 
     @property
     def seed(self) -> int:
@@ -226,19 +290,20 @@ class Scenario:
             out += self.random.expand(self.duration, seed)
         return sorted(out, key=lambda f: f.at or 0.0)
 
+    def all_faults(self) -> list[FaultSpec]:
+        """Every fault the scenario may inject: timed, random candidates and the rounds' steps."""
+        rounds = [step for r in self.rounds for step in r.steps if isinstance(step, FaultSpec)]
+        return [*self.faults, *(self.random.faults if self.random else ()), *rounds]
+
     @property
     def partitions(self) -> bool:
         """Whether the run needs a proxy in front of each replica."""
-        return any(
-            f.fault == "partition" for f in (*self.faults, *(self.random.faults if self.random else ()))
-        )
+        return any(f.fault == "partition" for f in self.all_faults())
 
     @property
     def clock_skew(self) -> bool:
         """Whether the run needs a clock-skew file per replica (`kse scheduler --clock-skew-file`)."""
-        return any(
-            f.fault == "clock-skew" for f in (*self.faults, *(self.random.faults if self.random else ()))
-        )
+        return any(f.fault == "clock-skew" for f in self.all_faults())
 
     @property
     def default_stop(self) -> float:
@@ -282,6 +347,13 @@ class Scenario:
         if self.random is not None:
             r = self.random
             rnd = replace(r, every=max(round(r.every * time_f, 3), 1.0), faults=tuple(map(scale, r.faults)))
+
+        def scale_step(step: Step) -> Step:
+            if isinstance(step, FaultSpec):
+                return scale(step)
+            return replace(step, jitter=round(step.jitter * lease_f, 3))  # a fraction of a renew cycle
+
+        rounds = tuple(replace(r, steps=tuple(map(scale_step, r.steps))) for r in self.rounds)
         return replace(
             self,
             duration=round(duration, 3),
@@ -298,6 +370,7 @@ class Scenario:
             ),
             faults=tuple(map(scale, self.faults)),
             random=rnd,
+            rounds=rounds,
         )
 
 
@@ -403,9 +476,14 @@ def _kind(v: object) -> str:
     return "nothing" if v is None else type(v).__name__
 
 
+SCENARIO_FIELDS = (
+    "name", "description", "duration", "cluster", "faults", "random", "rounds", "checks", "allow_pending",
+)  # fmt: skip
+
+
 def parse_scenario(data: object, *, source: str = "") -> Scenario:
     top = _Fields(data, "", source)
-    top.unknown(("name", "description", "duration", "cluster", "faults", "random", "checks", "allow_pending"))
+    top.unknown(SCENARIO_FIELDS)
     name = top.string("name")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         top.fail("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
@@ -421,8 +499,9 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
         for i, f in enumerate(top.list("faults"))
     )
     rnd = _parse_random(top.data["random"], source, cluster) if top.has("random") else None
-    if not faults and rnd is None:
-        top.fail("faults", "a scenario needs faults (a `faults` list or a `random` section)")
+    rounds = _parse_rounds(top.data["rounds"], source, cluster) if top.has("rounds") else ()
+    if not faults and rnd is None and not rounds:
+        top.fail("faults", "a scenario needs faults (a `faults` list, a `random` or a `rounds` section)")
 
     checks = top.list("checks") if "checks" in top.data else list(DEFAULT_CHECKS)
     if not checks:
@@ -442,6 +521,7 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
         description=description,
         allow_pending=allow_pending,
         source=source,
+        rounds=rounds,
     )
 
 
@@ -477,7 +557,7 @@ def _parse_fault(
 ) -> FaultSpec:
     f = _Fields(data, where, source)
     timed = duration is not None
-    fields = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode", "delay", "loss")
+    fields = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode", "delay", "loss", "until")
     f.unknown(("at", *fields) if timed else fields)
     fault = f.string("fault", None, FAULTS)
     target = f.string("target", "all" if fault == "rotate-ca" else None)
@@ -532,6 +612,11 @@ def _parse_fault(
     if fault == "expire-cert" and f.has("heal_after"):
         heal_after = f.number("heal_after", None)
     mode, delay, loss = _parse_partition_mode(f, fault)
+    until = None
+    if f.has("until"):
+        if fault not in ("stop", "partition"):
+            f.fail("until", "only stop and partition faults take `until` (the others do not last)")
+        until = f.string("until", None, UNTIL)
     return FaultSpec(
         fault=fault,
         target=target,
@@ -543,6 +628,7 @@ def _parse_fault(
         mode=mode,
         delay=delay,
         loss=loss,
+        until=until,
     )
 
 
@@ -585,3 +671,39 @@ def _parse_random(data: object, source: str, cluster: ClusterSpec) -> RandomFaul
         _parse_fault(x, f"random.faults[{i}]", source, cluster, duration=None) for i, x in enumerate(items)
     )
     return RandomFaults(seed=seed, every=every, faults=faults)
+
+
+def _parse_rounds(data: object, source: str, cluster: ClusterSpec) -> tuple[Round, ...]:
+    """`rounds: {repeat: N, steps: [...]}`: the steps N times in a row, each step once the one
+    before it is through; a step is a fault (as in `random.faults`: no `at`) or a wait."""
+    f = _Fields(data, "rounds", source)
+    f.unknown(("repeat", "steps"))
+    repeat = f.integer("repeat", 1, minimum=1)
+    items = f.list("steps")
+    if not items:
+        f.fail("steps", "must list at least one step (a fault or a wait)")
+    steps: list[Step] = []
+    for i, item in enumerate(items):
+        where = f"rounds.steps[{i}]"
+        if isinstance(item, Mapping) and "wait" in item:
+            steps.append(_parse_wait(item, where, source, cluster))
+        else:
+            steps.append(_parse_fault(item, where, source, cluster, duration=None))
+    return tuple(Round(f"round {n}/{repeat}", tuple(steps)) for n in range(1, repeat + 1))
+
+
+def _parse_wait(data: object, where: str, source: str, cluster: ClusterSpec) -> WaitSpec:
+    f = _Fields(data, where, source)
+    f.unknown(("wait", "within", "jitter", "expect"))
+    wait = f.string("wait", None, WAITS)
+    if f.has("jitter") and wait != STABLE_LEADER:
+        f.fail("jitter", f"only a {STABLE_LEADER} wait takes `jitter` (a delay before the next fault)")
+    if f.has("expect") and wait != RECOVERED:
+        f.fail("expect", f"only a {RECOVERED} wait takes `expect`")
+    return WaitSpec(
+        wait=wait,
+        within=f.number("within", 60.0 + cluster.lease_duration),
+        jitter=f.number("jitter", 0.0, strict=False),
+        expect=f.string("expect", None, (RESTARTED, STANDBY)) if f.has("expect") else None,
+    )
+

@@ -320,3 +320,67 @@ def test_partition_modes_parse() -> None:
     modes = [(f.mode, f.delay, f.loss) for f in s.faults]
     assert modes == [("blackhole", None, None), ("delay", 0.2, None), ("loss", None, 0.3)]
     assert "200ms" in s.faults[1].describe() and "30% loss" in s.faults[2].describe()
+
+
+def test_until_new_leader_parses_for_faults_that_last() -> None:
+    s = parse_scenario(
+        base(faults=[{"at": 5, "fault": "stop", "target": "leader", "duration": 3, "until": "new-leader"}])
+    )
+    [f] = s.faults
+    assert f.until == "new-leader" and "until a new-leader" in f.describe()
+    assert s.short().faults[0].until == "new-leader"
+    assert "faults[0].until: only stop and partition" in error_of(
+        base(faults=[{"at": 5, "fault": "kill", "target": "leader", "until": "new-leader"}])
+    )
+    assert "faults[0].until: must be one of new-leader" in error_of(
+        base(faults=[{"at": 5, "fault": "stop", "target": "leader", "until": "later"}])
+    )
+
+
+def test_rounds_parse_into_sequential_steps_and_scale_with_short() -> None:
+    from chaos.scenario import NEW_LEADER, RECOVERED, RESTARTED, STABLE_LEADER, WaitSpec
+
+    s = parse_scenario(
+        {
+            "name": "t",
+            "duration": 30,
+            "rounds": {
+                "repeat": 2,
+                "steps": [
+                    {"wait": "stable-leader", "jitter": 2},
+                    {"fault": "stop", "target": "leader", "duration": 20, "until": "new-leader"},
+                    {"wait": "new-leader", "within": 40},
+                    {"wait": "recovered", "expect": "restarted"},
+                ],
+            },
+        }
+    )
+    assert s.faults == () and s.random is None
+    assert [r.label for r in s.rounds] == ["round 1/2", "round 2/2"]
+    stable, stop, new, back = s.rounds[0].steps
+    assert stable == WaitSpec(STABLE_LEADER, within=75.0, jitter=2.0)  # 60 + the 15 s default lease
+    assert stop == FaultSpec("stop", "leader", duration=20.0, until="new-leader")
+    assert new == WaitSpec(NEW_LEADER, within=40.0)
+    assert back == WaitSpec(RECOVERED, within=75.0, expect=RESTARTED)
+    short = s.short()
+    sstable, sstop, _, _ = short.rounds[0].steps
+    assert isinstance(sstable, WaitSpec) and sstable.jitter == pytest.approx(2.0 * 2 / 15, abs=1e-3)
+    assert isinstance(sstop, FaultSpec) and sstop.duration == pytest.approx(20 * 2 / 15, abs=1e-3)
+    assert s.partitions is False
+
+
+@pytest.mark.parametrize(
+    ("rounds", "needle"),
+    [
+        ({"steps": []}, "rounds.steps: must list at least one step"),
+        ({"steps": [{"wait": "soon"}]}, "rounds.steps[0].wait: must be one of stable-leader"),
+        ({"steps": [{"wait": "new-leader", "jitter": 1}]}, "rounds.steps[0].jitter: only a stable-leader"),
+        ({"steps": [{"wait": "stable-leader", "expect": "restarted"}]}, "rounds.steps[0].expect: only a"),
+        ({"steps": [{"fault": "kill", "target": "leader", "at": 3}]}, "rounds.steps[0].at: unknown field"),
+        ({"repeat": 0, "steps": [{"wait": "new-leader"}]}, "rounds.repeat: must be >= 1"),
+        ({"steps": [{"wait": "recovered", "expect": "soon"}]}, "rounds.steps[0].expect: must be one of"),
+    ],
+)
+def test_round_errors_name_the_field(rounds: dict[str, Any], needle: str) -> None:
+    data = base(rounds=rounds)
+    assert needle in error_of(data)

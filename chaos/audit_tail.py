@@ -1,0 +1,56 @@
+"""Follows the API server's audit log while a run goes on: accepted binds per fence term.
+
+Only the driver's waits read it (`chaos.waits`: "has the new leader bound pods yet?"), to pace a
+run; the checkers read the whole audit log afterwards (`chaos.history`), never this.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["AuditTail"]
+
+
+class AuditTail:
+    """Accepted binds per fence term (holder, leaseTransitions) and per holder, read incrementally
+    from one or more audit logs (a torn last line is kept for the next read)."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.paths = [Path(p) for p in paths]
+        self._offsets = [0] * len(self.paths)
+        self._partial = [b""] * len(self.paths)
+        self.binds: Counter[tuple[str, int]] = Counter()
+        self.by_holder: Counter[str] = Counter()
+
+    def poll(self) -> None:
+        from kse.audit import AuditRecord
+
+        for i, path in enumerate(self.paths):
+            try:
+                with path.open("rb") as f:
+                    f.seek(self._offsets[i])
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            self._offsets[i] += len(data)
+            lines = (self._partial[i] + data).split(b"\n")
+            self._partial[i] = lines.pop()
+            for raw in lines:
+                if b'"bind"' not in raw:
+                    continue
+                try:
+                    rec = AuditRecord.from_json(raw.decode())
+                except (ValueError, TypeError):
+                    continue
+                if rec.verb == "bind" and rec.code == "OK" and rec.fence is not None:
+                    self.binds[(rec.fence.holder, rec.fence.transitions)] += 1
+                    self.by_holder[rec.fence.holder] += 1
+
+    def count(self, holder: str, transitions: int | None = None) -> int:
+        """Accepted binds by `holder` so far (under its term `transitions`, if given)."""
+        self.poll()
+        if transitions is None:
+            return self.by_holder[holder]
+        return self.binds[(holder, transitions)]
