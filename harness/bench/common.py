@@ -27,11 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.procs.launcher import Launcher, ManagedProcess
+from harness.progress import Reporter
+
+_REPORTER = Reporter("bench")
 
 
 def progress(message: str) -> None:
-    """A progress line on stderr (stdout is reserved for the table or the JSON object)."""
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+    """A progress line on stderr (stdout is reserved for the table or the JSON object); on a
+    terminal, above the live bar of a timed load (`harness.progress`)."""
+    _REPORTER(message)
 
 
 @contextlib.contextmanager
@@ -257,9 +261,11 @@ async def closed_loop(
             next_index += 1
             await op(i)
 
-    async with measured_window(result), asyncio.TaskGroup() as tg:
-        for _ in range(inflight):
-            tg.create_task(worker())
+    timed = None if until is None else max(0.0, until - time.monotonic())
+    with _REPORTER.phase(f"closed loop, {inflight} in flight", total_s=timed):
+        async with measured_window(result), asyncio.TaskGroup() as tg:
+            for _ in range(inflight):
+                tg.create_task(worker())
 
 
 async def per_worker_loop(
@@ -272,9 +278,10 @@ async def per_worker_loop(
         while time.monotonic() < until:
             await op(w)
 
-    async with measured_window(result), asyncio.TaskGroup() as tg:
-        for w in range(workers):
-            tg.create_task(worker(w))
+    with _REPORTER.phase(f"{workers} workers", total_s=max(0.0, until - time.monotonic())):
+        async with measured_window(result), asyncio.TaskGroup() as tg:
+            for w in range(workers):
+                tg.create_task(worker(w))
 
 
 @dataclass
