@@ -317,7 +317,9 @@ async def run_load(
         part = await fn(per_process_args[0], gate)
         parts = [part]
     else:
-        parts = await _run_in_processes(fn, per_process_args, work_dir, start_meter)
+        # The load's own bar is in the child processes, whose stderr is a log file: show one here.
+        with _REPORTER.phase(f"{fn.__name__} in {len(per_process_args)} processes"):
+            parts = await _run_in_processes(fn, per_process_args, work_dir, start_meter)
     total = LoadResult.merge(parts)
     cpu: dict[str, float] = {"client": round(100.0 * total.cpu / total.elapsed, 1)}
     if meter is not None:
