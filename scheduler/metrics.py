@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
@@ -38,7 +37,8 @@ if TYPE_CHECKING:
     from scheduler.cache.cache import Cache
     from scheduler.queue.scheduling_queue import PriorityQueue
 
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+# What `generate_latest` writes (prometheus_client calls it CONTENT_TYPE_PLAIN_0_0_4 from 0.22 on).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 LabelValues = tuple[str, ...]
 _M = TypeVar("_M", bound=MetricWrapperBase)
