@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from scheduler.cache.cache import Cache
     from scheduler.queue.scheduling_queue import PriorityQueue
 
-# What `generate_latest` writes (prometheus_client calls it CONTENT_TYPE_PLAIN_0_0_4 from 0.22 on).
+# What `generate_latest` writes: the text format 0.0.4 (newer prometheus_client versions name it
+# CONTENT_TYPE_PLAIN_0_0_4; older ones within our bound do not have that name).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 LabelValues = tuple[str, ...]
