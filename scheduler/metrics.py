@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from scheduler.cache.cache import Cache
     from scheduler.queue.scheduling_queue import PriorityQueue
 
-# What `generate_latest` writes: the text format 0.0.4 (newer prometheus_client versions name it
-# CONTENT_TYPE_PLAIN_0_0_4; older ones within our bound do not have that name).
+# What `generate_latest` writes: the text format 0.0.4 (recent prometheus_client releases export it
+# as CONTENT_TYPE_PLAIN_0_0_4; spelled out here so it does not depend on which release is installed).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 LabelValues = tuple[str, ...]
