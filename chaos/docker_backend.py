@@ -26,9 +26,11 @@ Clock skew reaches a replica through the file its `kse scheduler --clock-skew-fi
 process sees the volume (`run_dir`, in the chaos container), else through the Engine's archive API
 into the replica's container (from the host).
 
-The Engine API is spoken here directly (HTTP/1.1 over the unix socket, asyncio streams): the calls
-needed are a dozen simple ones, the `docker` SDK is synchronous (every call would need a thread)
-and would add requests/urllib3 to the image for that alone.
+The Engine API is spoken through `aiodocker` (aio-libs' asyncio client, on aiohttp, which kse
+uses for HTTP anyway); `DockerEngine` is the small face of it this backend needs: the dozen calls
+above, a deadline on each, and the Engine's refusals as `DockerError` (a `BackendError`) naming the
+call. The `docker` SDK was not an option: it is synchronous (every call would need a thread) and
+would add requests/urllib3 to the image.
 """
 
 from __future__ import annotations
@@ -43,15 +45,18 @@ import re
 import socket
 import tarfile
 import time
-import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiodocker
+import aiohttp
+from aiodocker.networks import DockerNetwork
+
 from chaos.backend import BackendError
 from chaos.local_backend import natural_key, write_clock_skew
+from kse.tasks import TaskSet
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -64,6 +69,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
+_NO_ANSWER = 900  # aiodocker's status for "could not connect"
 API_VERSION = "v1.41"  # Docker 20.10 (Debian bookworm's docker.io); later engines still serve it
 DEFAULT_DATA_DIR = Path("/var/lib/kse")  # where the compose services mount the shared volume
 PROJECT_LABEL = "com.docker.compose.project"
@@ -98,102 +104,111 @@ def docker_socket_path() -> str:
 # ---------------------------------------------------------------------------------------------- engine
 
 
-@dataclass(frozen=True)
-class _Response:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
-
-
 class DockerEngine:
-    """A minimal asynchronous Docker Engine API client: one HTTP/1.1 request per connection over
-    the unix socket (`Connection: close`, so a response ends at EOF or its declared length)."""
+    """The Engine calls the backend makes, over one `aiodocker.Docker` client (opened at the first
+    call, closed by `aclose`). Each call has a deadline (`timeout`, or the call's own) and raises
+    DockerError, with the Engine's HTTP status (0: nothing answered), when it fails."""
 
     def __init__(self, socket_path: str | None = None, *, timeout: float = 30.0) -> None:
         self.socket_path = socket_path or docker_socket_path()
         self.timeout = timeout
+        self._client: aiodocker.Docker | None = None
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, Any] | None = None,
-        body: Any = None,
-        raw_body: bytes | None = None,
-        content_type: str = "application/json",
-        timeout: float | None = None,  # noqa: ASYNC109  (the whole exchange's deadline)
-        ok: tuple[int, ...] = (),
-    ) -> _Response:
-        """Send one request; DockerError unless the status is 2xx or in `ok`."""
-        url = f"/{API_VERSION}{path}"
-        if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        data = raw_body if raw_body is not None else (b"" if body is None else json.dumps(body).encode())
-        head = [
-            f"{method} {url} HTTP/1.1",
-            "Host: docker",
-            "Connection: close",
-            "User-Agent: kse-chaos",
-            f"Content-Length: {len(data)}",
-        ]
-        if data:
-            head.append(f"Content-Type: {content_type}")
+    def _new_client(self) -> aiodocker.Docker:
+        # The API version pinned: "auto" would ask /version before the first call.
+        return aiodocker.Docker(url=f"unix://{self.socket_path}", api_version=API_VERSION)
+
+    @contextlib.asynccontextmanager
+    async def _call(self, what: str, within: float | None = None) -> AsyncIterator[aiodocker.Docker]:
+        """The client, inside `what`'s deadline (`within`, default `timeout`), with aiodocker's
+        errors turned into DockerError."""
+        if self._client is None:
+            self._client = self._new_client()
+        within = within or self.timeout
         try:
-            async with asyncio.timeout(timeout or self.timeout):
-                reader, writer = await asyncio.open_unix_connection(self.socket_path)
-                try:
-                    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
-                    await writer.drain()
-                    resp = await _read_response(reader)
-                finally:
-                    writer.close()
-                    with contextlib.suppress(OSError):
-                        await writer.wait_closed()
+            async with asyncio.timeout(within):
+                yield self._client
         except TimeoutError:
-            raise DockerError(f"{method} {path}: no answer from {self.socket_path} within "
-                              f"{timeout or self.timeout:g}s") from None  # fmt: skip
-        except (OSError, asyncio.IncompleteReadError, ValueError) as e:
-            raise DockerError(f"{method} {path}: cannot talk to the Docker engine at "
-                              f"{self.socket_path}: {e}") from None  # fmt: skip
-        if not (200 <= resp.status < 300 or resp.status in ok):
-            try:
-                message = str(json.loads(resp.body).get("message", ""))
-            except (ValueError, AttributeError):
-                message = resp.body[:500].decode(errors="replace")
-            raise DockerError(f"{method} {path}: HTTP {resp.status}: {message}", resp.status)
-        return resp
+            raise DockerError(f"{what}: no answer from {self.socket_path} within {within:g}s") from None
+        except aiodocker.DockerError as e:
+            if e.status == _NO_ANSWER:
+                raise DockerError(f"{what}: cannot talk to the Docker engine at {self.socket_path}: "
+                                  f"{e.message}") from None  # fmt: skip
+            raise DockerError(f"{what}: HTTP {e.status}: {_engine_message(e.message)}", e.status) from None
+        except (OSError, aiohttp.ClientError, ValueError) as e:
+            raise DockerError(
+                f"{what}: cannot talk to the Docker engine at {self.socket_path}: {e}"
+            ) from None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
 
     async def ping(self) -> bool:
-        """Whether an engine answers on the socket."""
+        """Whether an engine answers on the socket (its own short-lived client: a probe)."""
+        client = self._new_client()
         try:
-            await self.request("GET", "/_ping", timeout=5.0)
-        except DockerError:
+            async with asyncio.timeout(5.0):
+                await client.version()
+        except (TimeoutError, OSError, aiohttp.ClientError, aiodocker.DockerError):
             return False
+        finally:
+            await client.close()
         return True
 
     async def containers(self, labels: Mapping[str, str], *, all: bool = True) -> list[dict[str, Any]]:
-        """Containers carrying every label (running or not with `all`)."""
-        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
-        resp = await self.request(
-            "GET", "/containers/json", query={"all": int(all), "filters": json.dumps(filters)}
-        )
-        return list(resp.json() or [])
+        """Containers carrying every label (running or not with `all`): their Id and Labels."""
+        filters = json.dumps({"label": [f"{k}={v}" for k, v in labels.items()]})
+        async with self._call("GET /containers/json") as docker:
+            found = await docker.containers.list(all=all, filters=filters)
+        return [{"Id": c.id, "Labels": (c["Labels"] if "Labels" in c else None) or {}} for c in found]
 
     async def inspect(self, container: str) -> dict[str, Any]:
-        return dict((await self.request("GET", f"/containers/{container}/json")).json())
+        async with self._call(f"GET /containers/{container}/json") as docker:
+            return await docker.containers.container(container).show()
 
     async def logs(self, container: str, *, since: str | None = None, tail: int | None = None) -> str:
-        """stdout + stderr of the container (demultiplexed), from `since` (UNIX seconds[.nanos])."""
-        resp = await self.request(
-            "GET",
-            f"/containers/{container}/logs",
-            query={"stdout": 1, "stderr": 1, "since": since, "tail": tail if tail is not None else "all"},
-        )
-        return _demux(resp.body).decode(errors="replace")
+        """stdout + stderr of the container (aiodocker demultiplexes them), from `since` (UNIX
+        seconds[.nanos])."""
+        query: dict[str, Any] = {"tail": tail if tail is not None else "all"}
+        if since is not None:
+            query["since"] = since
+        async with self._call(f"GET /containers/{container}/logs") as docker:
+            lines = await docker.containers.container(container).log(stdout=True, stderr=True, **query)
+        return "".join(lines)
+
+    async def kill(self, container: str, signal: str = "KILL") -> None:
+        async with self._call(f"POST /containers/{container}/kill") as docker:
+            await docker.containers.container(container).kill(signal=signal)
+
+    async def stop(self, container: str, grace: int) -> None:
+        """SIGTERM, SIGKILL after `grace` seconds; returns once it stopped (or was not running:
+        the Engine's 304 is no error)."""
+        async with self._call(f"POST /containers/{container}/stop", grace + 30.0) as docker:
+            await docker.containers.container(container).stop(t=grace)
+
+    async def start(self, container: str) -> None:
+        """Start it (a 304, already running, is no error)."""
+        async with self._call(f"POST /containers/{container}/start") as docker:
+            await docker.containers.container(container).start()
+
+    async def pause(self, container: str) -> None:
+        async with self._call(f"POST /containers/{container}/pause") as docker:
+            await docker.containers.container(container).pause()
+
+    async def unpause(self, container: str) -> None:
+        async with self._call(f"POST /containers/{container}/unpause") as docker:
+            await docker.containers.container(container).unpause()
+
+    async def disconnect(self, network: str, container: str) -> None:
+        async with self._call(f"POST /networks/{network}/disconnect") as docker:
+            await DockerNetwork(docker, network).disconnect({"Container": container})
+
+    async def connect(self, network: str, container: str, aliases: list[str]) -> None:
+        config = {"Container": container, "EndpointConfig": {"Aliases": aliases}}
+        async with self._call(f"POST /networks/{network}/connect") as docker:
+            await DockerNetwork(docker, network).connect(config)
 
     async def put_file(self, container: str, directory: str, name: str, data: bytes) -> None:
         """Write one file into a container's file system (its volumes included): the archive API."""
@@ -204,56 +219,16 @@ class DockerEngine:
             info.mtime = int(time.time())
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
-        await self.request(
-            "PUT",
-            f"/containers/{container}/archive",
-            query={"path": directory},
-            raw_body=buf.getvalue(),
-            content_type="application/x-tar",
-        )
+        async with self._call(f"PUT /containers/{container}/archive") as docker:
+            await docker.containers.container(container).put_archive(directory, buf.getvalue())
 
 
-async def _read_response(reader: asyncio.StreamReader) -> _Response:
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[1].isdigit():
-        raise ValueError(f"not an HTTP response: {lines[0]!r}")
-    status = int(parts[1])
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            k, v = line.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-    if status in (204, 304) or 100 <= status < 200:
-        return _Response(status, headers, b"")
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                break
-            chunks.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-        return _Response(status, headers, b"".join(chunks))
-    if "content-length" in headers:
-        return _Response(status, headers, await reader.readexactly(int(headers["content-length"])))
-    return _Response(status, headers, await reader.read())
-
-
-def _demux(data: bytes) -> bytes:
-    """The payload of Docker's multiplexed log stream (8-byte frame headers: stream, 0, 0, 0, size)
-    for a container without a TTY; data that is not framed so is returned as it is."""
-    out: list[bytes] = []
-    i = 0
-    while i + 8 <= len(data):
-        if data[i] not in (0, 1, 2) or data[i + 1 : i + 4] != b"\0\0\0":
-            return data if i == 0 else b"".join(out) + data[i:]
-        size = int.from_bytes(data[i + 4 : i + 8], "big")
-        out.append(data[i + 8 : i + 8 + size])
-        i += 8 + size
-    return b"".join(out) if i else data
+def _engine_message(text: str) -> str:
+    """The Engine's error message; aiodocker unwraps its ``{"message": ...}`` only when the reply's
+    content type is exactly ``application/json``."""
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(text).get("message", text))
+    return text
 
 
 def _since(started_at: str) -> str | None:
@@ -296,7 +271,8 @@ class DockerBackend:
         self._project = (
             project or os.environ.get("KSE_COMPOSE_PROJECT") or os.environ.get("COMPOSE_PROJECT_NAME")
         )
-        self._restarts: dict[str, asyncio.Task[None]] = {}
+        self._restarts: dict[str, asyncio.Task[None]] = {}  # by target, to cancel one
+        self._restart_tasks = TaskSet("docker-restarts", logger=log)
         self._partitions: dict[str, list[tuple[str, list[str]]]] = {}
 
     @classmethod
@@ -412,7 +388,7 @@ class DockerBackend:
     async def kill(self, target: str, *, restart: bool = True) -> None:
         cid = await self._container(target)
         self._cancel_restart(target)
-        await self.engine.request("POST", f"/containers/{cid}/kill", query={"signal": "KILL"})
+        await self.engine.kill(cid, "KILL")
         await self._wait_stopped(target, cid)
         await self._after_stop(target, cid, restart)
 
@@ -420,9 +396,7 @@ class DockerBackend:
         cid = await self._container(target)
         self._cancel_restart(target)
         grace = int(max(1, round(self.grace)))
-        await self.engine.request(
-            "POST", f"/containers/{cid}/stop", query={"t": grace}, timeout=grace + 30.0, ok=(304,)
-        )
+        await self.engine.stop(cid, grace)
         await self._wait_stopped(target, cid)
         await self._after_stop(target, cid, restart)
 
@@ -430,7 +404,9 @@ class DockerBackend:
         if not restart:
             return
         if _SCHEDULER.fullmatch(target):
-            self._restarts[target] = asyncio.create_task(self._restart_later(target, cid))
+            self._restarts[target] = self._restart_tasks.spawn(
+                self._restart_later(target, cid), name=f"restart-{target}"
+            )
             return
         await asyncio.sleep(self.restart_delay)
         await self._start(target, cid)
@@ -438,7 +414,7 @@ class DockerBackend:
     async def _restart_later(self, target: str, cid: str) -> None:
         await asyncio.sleep(self.restart_delay)
         try:
-            await self.engine.request("POST", f"/containers/{cid}/start", ok=(304,))
+            await self.engine.start(cid)
         except DockerError as e:
             log.error("restarting %s failed: %s", target, e)
 
@@ -449,11 +425,11 @@ class DockerBackend:
 
     async def pause(self, target: str) -> None:
         cid = await self._container(target)
-        await self.engine.request("POST", f"/containers/{cid}/pause")
+        await self.engine.pause(cid)
 
     async def resume(self, target: str) -> None:
         cid = await self._container(target)
-        await self.engine.request("POST", f"/containers/{cid}/unpause")
+        await self.engine.unpause(cid)
 
     async def start(self, target: str) -> None:
         cid = await self._container(target)
@@ -463,7 +439,7 @@ class DockerBackend:
     async def _start(self, target: str, cid: str) -> None:
         """Start the container (if it is not running) and wait until it is running and, when it has
         a healthcheck, healthy."""
-        await self.engine.request("POST", f"/containers/{cid}/start", ok=(304,))
+        await self.engine.start(cid)
         deadline = time.monotonic() + self.ready_timeout
         status = "?"
         while time.monotonic() < deadline:
@@ -514,7 +490,7 @@ class DockerBackend:
         for net in shared:
             endpoint = mine["NetworkSettings"]["Networks"][net] or {}
             aliases = [a for a in endpoint.get("Aliases") or [] if a != short_id] or [replica]
-            await self.engine.request("POST", f"/networks/{net}/disconnect", body={"Container": cid})
+            await self.engine.disconnect(net, cid)
             saved.append((net, aliases))
         self._partitions[replica] = saved
 
@@ -524,11 +500,7 @@ class DockerBackend:
             return
         cid = await self._container(replica)
         for net, aliases in saved:
-            await self.engine.request(
-                "POST",
-                f"/networks/{net}/connect",
-                body={"Container": cid, "EndpointConfig": {"Aliases": aliases}},
-            )
+            await self.engine.connect(net, cid, aliases)
 
     async def set_clock_skew(self, replica: str, offset_s: float, rate: float) -> None:
         if replica not in await self.replicas():
@@ -544,12 +516,11 @@ class DockerBackend:
 
     async def aclose(self) -> None:
         """Let pending restarts happen (the deployment is left whole) and heal open partitions."""
-        tasks = [t for t in self._restarts.values() if not t.done()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.restart_delay + 30.0)
+        await self._restart_tasks.aclose(grace=self.restart_delay + 30.0)
         self._restarts.clear()
         for replica in list(self._partitions):
             try:
                 await self.heal(replica)
             except BackendError as e:
                 log.error("healing %s failed: %s", replica, e)
+        await self.engine.aclose()

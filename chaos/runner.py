@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.cluster_setup import churn_delete_after, fencing_args, final_state
 from chaos.scenario import FaultSpec, Round, Scenario, WaitSpec
+from harness.progress import Reporter
 
 if TYPE_CHECKING:
     from chaos.backend import FaultBackend
@@ -87,8 +87,12 @@ class RunError(RuntimeError):
     """The run could not be carried out (the cluster did not come up, no leader, no backend)."""
 
 
+_REPORTER = Reporter("chaos")
+
+
 def progress(message: str) -> None:
-    print(f"[chaos] {message}", file=sys.stderr, flush=True)
+    """A ``[chaos]`` line on stderr; on a terminal, above the live bar of the fault schedule."""
+    _REPORTER(message)
 
 
 @dataclass
@@ -508,11 +512,13 @@ async def _run_schedule(
         except NemesisError as e:
             errors.append(f"{spec.describe()}: {e}")
             nemesis.say(f"ERROR: {errors[-1]}")
+        shown.fault()
 
-    async with asyncio.TaskGroup() as tg:
-        for spec in schedule:
-            tg.create_task(one(spec), name=f"fault-{spec.describe()}")
-        await asyncio.sleep(duration)
+    with _REPORTER.phase("faults and workload", total_s=duration, faults=len(schedule)) as shown:
+        async with asyncio.TaskGroup() as tg:
+            for spec in schedule:
+                tg.create_task(one(spec), name=f"fault-{spec.describe()}")
+            await asyncio.sleep(duration)
 
 # ---------------------------------------------------------------------------------------------- attached
 

@@ -100,7 +100,11 @@ def check_grpc(connection_file: Path, *, server: str | None, service: str, timeo
 
 
 def check_http(url: str, *, timeout: float) -> int:
-    """The HTTP status of GET `url`; raises OSError when nothing answers."""
+    """The HTTP status of GET `url`; raises OSError when nothing answers.
+
+    The standard library's client, not aiohttp (kse's HTTP library elsewhere): this probe runs
+    every few seconds in every container, and importing aiohttp costs about 0.2 s of CPU more
+    than urllib.request (0.25 s against 0.05 s here), for one GET that needs no event loop."""
     import urllib.error
     import urllib.request
 

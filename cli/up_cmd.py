@@ -34,6 +34,8 @@ from kse.flags.argtypes import non_negative_float, non_negative_int, positive_du
 from kse.flags.logging_args import add_log_level_flag
 
 if TYPE_CHECKING:  # imported when the command runs, so `kse --help` stays fast
+    from rich.live import Live
+
     from harness.up.cluster import Cluster
     from harness.up.plan import ClusterPlan
     from harness.up.status import StatusSnapshot
@@ -244,8 +246,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
 class _Output:
     """Where progress goes: printed before the live view, into the view's event list once it runs."""
 
-    def __init__(self, stream: TextIO, live: bool) -> None:
-        self.stream = stream
+    def __init__(self, to_stderr: bool, live: bool) -> None:
+        self.to_stderr = to_stderr
         self.live = live
         self.in_view = False
         self.events: collections.deque[str] = collections.deque(maxlen=5)
@@ -256,6 +258,12 @@ class _Output:
             self.events.append(f"{stamp} {msg}")
         else:
             print(f"kse up: {msg}", file=self.stream, flush=True)
+
+    @property
+    def stream(self) -> TextIO:
+        """stderr under --json, else stdout, looked up when printing: while the live view is up,
+        rich's stand-in for stdout puts the line above the view instead of through it."""
+        return sys.stderr if self.to_stderr else sys.stdout
 
 
 @dataclass
@@ -271,7 +279,7 @@ async def _run(args: argparse.Namespace, plan: ClusterPlan) -> int:
 
     loop = asyncio.get_running_loop()
     live = sys.stdout.isatty() and not args.json
-    out = _Output(sys.stderr if args.json else sys.stdout, live)
+    out = _Output(args.json, live)
     cluster = Cluster(plan, progress=out.progress)
     stop = asyncio.Event()
     main = asyncio.current_task()
@@ -344,9 +352,20 @@ async def _watch(
     cluster: Cluster, stop: asyncio.Event, args: argparse.Namespace, out: _Output
 ) -> tuple[str, list[str]]:
     """Show the status until a signal, the end of --duration, or the death of a core process."""
-    from harness.up.status import ScreenWriter, render_line, render_screen
+    from rich.live import Live
 
-    screen = ScreenWriter(sys.stdout.write, sys.stdout.flush)
+    # On a terminal, redrawn by the loop once a second (no refresh thread of rich's own); the last
+    # frame stays on the screen when it ends.
+    view = Live(auto_refresh=False, redirect_stderr=False) if out.live else None
+    with view or contextlib.nullcontext():
+        return await _watch_loop(cluster, stop, args, out, view)
+
+
+async def _watch_loop(
+    cluster: Cluster, stop: asyncio.Event, args: argparse.Namespace, out: _Output, view: Live | None
+) -> tuple[str, list[str]]:
+    from harness.up.status import render_line, render_view
+
     out.in_view = out.live
     started = time.monotonic()
     deadline = None if args.duration is None else started + args.duration
@@ -366,11 +385,8 @@ async def _watch(
             out.progress(note)
         snap = cluster.snapshot()
         if snap is not None:
-            if out.live:
-                lines = render_screen(snap)
-                if out.events:
-                    lines += ["", "events:", *out.events]
-                screen.draw(lines)
+            if view is not None:
+                view.update(render_view(snap, list(out.events)), refresh=True)
             elif now - last_line >= LINE_EVERY_S:
                 last_line = now
                 print(render_line(snap), file=out.stream, flush=True)

@@ -8,9 +8,7 @@ importing the scheduler.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-from collections.abc import Iterable
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -25,65 +23,35 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 async def http_get(address: str, path: str, within: float = 10.0) -> tuple[int, str]:
-    """GET http://address/path: (status, body). A tiny client for the endpoints above (tests,
-    benchmarks); raises OSError, or TimeoutError when no answer comes `within` seconds."""
-    host, port = parse_address(address)
-    async with asyncio.timeout(within):
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n".encode())
-            await writer.drain()
-            data = await reader.read()
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-    head, _, body = data.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split(b" ")
-    if len(status_line) < 2 or not status_line[1].isdigit():
-        raise OSError(f"malformed HTTP response from {address}: {head[:80]!r}")
-    return int(status_line[1]), body.decode("utf-8", "replace")
+    """GET http://address/path: (status, body), with aiohttp's client (tests, benchmarks, the
+    harness). Raises OSError when nothing answers or the answer is broken, TimeoutError when no
+    whole answer comes `within` seconds."""
+    import aiohttp  # here, not at import: kse/ is imported by every process, most never scrape
+
+    url = f"http://{address}{path}"
+    try:
+        async with (
+            asyncio.timeout(within),
+            aiohttp.ClientSession() as session,
+            session.get(url, allow_redirects=False) as reply,
+        ):
+            return reply.status, await reply.text(errors="replace")
+    except TimeoutError:
+        raise
+    except aiohttp.ClientError as e:
+        raise OSError(f"GET {url}: {e}") from e
 
 
-def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Parse the text format back into name -> [(labels, value)] (tests and the e2e bench)."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        name, brace, rest = head.partition("{")
-        labels: dict[str, str] = {}
-        if brace:
-            body = rest[:-1]
-            for part in _split_labels(body):
-                k, _, v = part.partition("=")
-                labels[k] = v[1:-1].replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
-        out.setdefault(name, []).append((labels, float(value)))
+def parse_exposition(text: str) -> Samples:
+    """Parse the text format back into name -> [(labels, value)], with prometheus_client's
+    parser (tests and the e2e bench). Sample names are as exposed (``x_total``, ``x_bucket``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
     return out
-
-
-def _split_labels(body: str) -> Iterable[str]:
-    part, quoted, escaped = [], False, False
-    for ch in body:
-        if escaped:
-            part.append(ch)
-            escaped = False
-            continue
-        if ch == "\\":
-            part.append(ch)
-            escaped = True
-            continue
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            yield "".join(part)
-            part = []
-            continue
-        part.append(ch)
-    if part:
-        yield "".join(part)
-
 
 
 def sample_sum(samples: Samples, name: str, **labels: str) -> float:

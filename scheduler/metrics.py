@@ -1,40 +1,53 @@
-"""The scheduler's metrics in the Prometheus text exposition format (version 0.0.4).
+"""The scheduler's metrics, on ``prometheus_client``, in the Prometheus text exposition format.
 
-``prometheus_client`` is not a dependency, so this is a small registry of its own: counters,
-gauges and histograms with labels, plus collectors that set gauges at scrape time. Names, help
-texts, labels and buckets are upstream's (``pkg/scheduler/metrics/metrics.go`` and client-go's
-``rest_client_*`` from ``component-base/metrics/prometheus/restclient``), so dashboards and
-queries written for kube-scheduler work unchanged.
+Names, help texts, labels and buckets are upstream's (``pkg/scheduler/metrics/metrics.go`` and
+client-go's ``rest_client_*`` from ``component-base/metrics/prometheus/restclient``), so
+dashboards and queries written for kube-scheduler work unchanged.
 
-Differences, each deliberate:
+Each `SchedulerMetrics` has its own `prometheus_client.CollectorRegistry` (never the global one:
+tests run several schedulers in one process). The exposition is `generate_latest`'s, minus the
+OpenMetrics-only ``*_created`` series, which kube-scheduler's Go client does not expose either.
+Labels come out sorted by name, as Go's client prints them; values and ``le`` bounds come out as
+Python's client prints floats (``1.0`` where Go prints ``1``), which Prometheus reads the same.
+
+The scheduling loop records on its hot path, so the thin wrappers here keep kse's call shape
+(``observe(value, *label_values)``) and resolve each label combination to its
+``prometheus_client`` child once, on first use, instead of calling ``.labels()`` every time.
+
+Differences from upstream, each deliberate:
 
 * ``rest_client_requests_total`` keeps upstream's ``code``, ``method`` and ``host`` labels (the
   method is the HTTP method the Kubernetes verb maps to) and adds ``resource``; ``code`` is the
   gRPC status name ("OK", "ABORTED") since kse speaks gRPC.
 * ``rest_client_rate_limiter_duration_seconds`` has only the ``host`` label: the limiter does not
   know which request it is admitting.
-
-Everything is single-threaded (the scheduler's event loop) apart from scrapes, which run on the
-same loop, so no locks are needed.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
 
 if TYPE_CHECKING:
     from scheduler.cache.cache import Cache
     from scheduler.queue.scheduling_queue import PriorityQueue
 
+# What `generate_latest` writes: the text format 0.0.4 (recent prometheus_client releases export it
+# as CONTENT_TYPE_PLAIN_0_0_4; spelled out here so it does not depend on which release is installed).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 LabelValues = tuple[str, ...]
+_M = TypeVar("_M", bound=MetricWrapperBase)
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
-    """Upstream metrics.ExponentialBuckets, computed the same way (so the `le` strings match)."""
+    """Upstream metrics.ExponentialBuckets, computed the same way (so the bounds are the same
+    floats; ``prometheus_client`` has no such helper)."""
     if count < 1 or start <= 0 or factor <= 1:
         raise ValueError("exponential buckets need count >= 1, start > 0 and factor > 1")
     out = []
@@ -44,207 +57,123 @@ def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
     return out
 
 
-def format_value(value: float) -> str:
-    """Go's strconv.FormatFloat(v, 'g', -1, 64) as Prometheus prints samples."""
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
+class _Family(Generic[_M]):
+    """One metric and its children by label values, each child looked up with ``.labels()`` once."""
 
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _labels(names: Sequence[str], values: Sequence[str], extra: tuple[str, str] | None = None) -> str:
-    pairs = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
-    if extra is not None:
-        pairs.append(f'{extra[0]}="{_escape(extra[1])}"')
-    return "{" + ",".join(pairs) + "}" if pairs else ""
-
-
-class _Metric:
-    type_name = ""
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        self.name = name
-        self.help = help_text
+    def __init__(self, name: str, metric: _M, label_names: Sequence[str]) -> None:
+        self.name = name  # as exposed (prometheus_client keeps a counter's without "_total")
+        self.metric = metric
         self.label_names = tuple(label_names)
+        self._children: dict[LabelValues, _M] = {} if label_names else {(): metric}
 
-    def _key(self, values: Sequence[str], kw: dict[str, str]) -> LabelValues:
-        if not kw and len(values) == len(self.label_names) and all(type(v) is str for v in values):
-            return tuple(values)  # the hot path: label values given positionally, as strings
-        if kw:
-            if values:
-                raise TypeError("give label values positionally or by name, not both")
-            try:
-                values = tuple(kw[n] for n in self.label_names)
-            except KeyError as e:
-                raise ValueError(f"{self.name}: missing label {e}") from None
-            if len(kw) != len(self.label_names):
-                raise ValueError(f"{self.name}: unknown labels {sorted(set(kw) - set(self.label_names))}")
+    def child(self, values: LabelValues, kw: dict[str, str]) -> _M:
+        """The child for these label values (positional, or all by name); ValueError naming the
+        metric when they do not fit its labels."""
+        if not kw:
+            found = self._children.get(values)  # the hot path: positional strings seen before
+            if found is not None:
+                return found
+        elif values:
+            raise ValueError(f"{self.name}: give label values positionally or by name, not both")
+        else:
+            missing = [n for n in self.label_names if n not in kw]
+            if missing:
+                raise ValueError(f"{self.name}: missing labels {missing} (labels: {self.label_names})")
+            unknown = sorted(set(kw) - set(self.label_names))
+            if unknown:
+                raise ValueError(f"{self.name}: unknown labels {unknown} (labels: {self.label_names})")
+            values = tuple(kw[n] for n in self.label_names)
         if len(values) != len(self.label_names):
-            raise ValueError(f"{self.name}: expected labels {self.label_names}, got {tuple(values)}")
-        return tuple(str(v) for v in values)
-
-    def header(self) -> list[str]:
-        return [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} {self.type_name}"]
-
-    def samples(self) -> list[str]:
-        raise NotImplementedError
+            raise ValueError(f"{self.name}: expected labels {self.label_names}, got {values}")
+        key = tuple(str(v) for v in values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = self.metric.labels(*key)
+        return found
 
 
-class Counter(_Metric):
-    type_name = "counter"
+# Each recording method looks its child up inline first: one Python call fewer per record
+# (about 0.1 us, 11 records a scheduled pod) than always going through `child`.
 
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, label_names)
-        self._values: dict[LabelValues, float] = {}
 
+class Counter(_Family[prometheus_client.Counter]):
     def inc(self, *values: str, amount: float = 1.0, **kw: str) -> None:
-        if amount < 0:
-            raise ValueError("counters only go up")
-        key = self._key(values, kw)
-        self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, *values: str, **kw: str) -> float:
-        return self._values.get(self._key(values, kw), 0.0)
-
-    def samples(self) -> list[str]:
-        return [
-            f"{self.name}{_labels(self.label_names, k)} {format_value(v)}"
-            for k, v in sorted(self._values.items())
-        ]
+        """Add `amount` (>= 0, else ValueError) to the series of these label values."""
+        c = None if kw else self._children.get(values)
+        (self.child(values, kw) if c is None else c).inc(amount)
 
 
-class Gauge(_Metric):
-    type_name = "gauge"
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, label_names)
-        self._values: dict[LabelValues, float] = {}
-
+class Gauge(_Family[prometheus_client.Gauge]):
     def set(self, value: float, *values: str, **kw: str) -> None:
-        self._values[self._key(values, kw)] = float(value)
+        c = None if kw else self._children.get(values)
+        (self.child(values, kw) if c is None else c).set(value)
 
     def add(self, amount: float, *values: str, **kw: str) -> None:
-        key = self._key(values, kw)
-        self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, *values: str, **kw: str) -> float:
-        return self._values.get(self._key(values, kw), 0.0)
-
-    def samples(self) -> list[str]:
-        return [
-            f"{self.name}{_labels(self.label_names, k)} {format_value(v)}"
-            for k, v in sorted(self._values.items())
-        ]
+        c = None if kw else self._children.get(values)
+        (self.child(values, kw) if c is None else c).inc(amount)
 
 
-class _HistogramChild:
-    __slots__ = ("count", "counts", "sum")
-
-    def __init__(self, n: int) -> None:
-        self.counts = [0] * n  # per bucket, not cumulative
-        self.sum = 0.0
-        self.count = 0
-
-
-class Histogram(_Metric):
-    type_name = "histogram"
-
-    def __init__(
-        self, name: str, help_text: str, buckets: Sequence[float], label_names: Sequence[str] = ()
-    ) -> None:
-        super().__init__(name, help_text, label_names)
-        if list(buckets) != sorted(buckets) or len(set(buckets)) != len(buckets):
-            raise ValueError(f"{name}: buckets must be strictly increasing")
-        self.buckets = [b for b in buckets if not math.isinf(b)]
-        self._children: dict[LabelValues, _HistogramChild] = {}
-
+class Histogram(_Family[prometheus_client.Histogram]):
     def observe(self, value: float, *values: str, **kw: str) -> None:
-        key = self._key(values, kw)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = _HistogramChild(len(self.buckets))
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                child.counts[i] += 1
-                break
-        child.sum += value
-        child.count += 1
+        c = None if kw else self._children.get(values)
+        (self.child(values, kw) if c is None else c).observe(value)
 
-    def count(self, *values: str, **kw: str) -> int:
-        child = self._children.get(self._key(values, kw))
-        return 0 if child is None else child.count
 
-    def sum(self, *values: str, **kw: str) -> float:
-        child = self._children.get(self._key(values, kw))
-        return 0.0 if child is None else child.sum
+class _Exporter:
+    """The registry's one `prometheus_client` collector: runs the scrape-time hooks, then yields
+    each metric's families in registration order without their ``_created`` samples, and
+    without the families that have no series yet (as Go's registry gathers)."""
 
-    def samples(self) -> list[str]:
-        out: list[str] = []
-        for key, child in sorted(self._children.items()):
-            cumulative = 0
-            for bound, n in zip(self.buckets, child.counts, strict=True):
-                cumulative += n
-                labels = _labels(self.label_names, key, ("le", format_value(bound)))
-                out.append(f"{self.name}_bucket{labels} {cumulative}")
-            out.append(f"{self.name}_bucket{_labels(self.label_names, key, ('le', '+Inf'))} {child.count}")
-            out.append(f"{self.name}_sum{_labels(self.label_names, key)} {format_value(child.sum)}")
-            out.append(f"{self.name}_count{_labels(self.label_names, key)} {child.count}")
-        return out
+    def __init__(self) -> None:
+        self.metrics: dict[str, MetricWrapperBase] = {}
+        self.hooks: list[Callable[[], None]] = []
+
+    def collect(self) -> Iterator[Metric]:
+        for hook in self.hooks:
+            hook()
+        for metric in self.metrics.values():
+            for family in metric.collect():
+                created = family.name + "_created"
+                family.samples = [s for s in family.samples if s.name != created]
+                if family.samples:
+                    yield family
 
 
 class Registry:
-    """Metrics by name, exposed in registration order; collectors run before each exposition."""
+    """Metrics by name over one `prometheus_client.CollectorRegistry`; hooks added with
+    `add_collector` set gauges just before each exposition (queue and cache sizes)."""
 
     def __init__(self) -> None:
-        self._metrics: dict[str, _Metric] = {}
-        self._collectors: list[Callable[[], None]] = []
+        self.collector_registry = CollectorRegistry(auto_describe=False)
+        self._exporter = _Exporter()
+        self.collector_registry.register(self._exporter)
 
-    def register(self, metric: _Metric) -> None:
-        if metric.name in self._metrics:
-            raise ValueError(f"metric {metric.name} registered twice")
-        self._metrics[metric.name] = metric
+    def _add(self, name: str, metric: _M) -> _M:
+        if name in self._exporter.metrics:
+            raise ValueError(f"metric {name} registered twice")
+        self._exporter.metrics[name] = metric
+        return metric
 
     def counter(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> Counter:
-        m = Counter(name, help_text, label_names)
-        self.register(m)
-        return m
+        """A counter; `name` ends in ``_total`` as exposed (``prometheus_client`` adds it back)."""
+        m = prometheus_client.Counter(name, help_text, label_names, registry=None)
+        return Counter(name, self._add(name, m), label_names)
 
     def gauge(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> Gauge:
-        m = Gauge(name, help_text, label_names)
-        self.register(m)
-        return m
+        m = prometheus_client.Gauge(name, help_text, label_names, registry=None)
+        return Gauge(name, self._add(name, m), label_names)
 
     def histogram(
         self, name: str, help_text: str, buckets: Sequence[float], label_names: Sequence[str] = ()
     ) -> Histogram:
-        m = Histogram(name, help_text, buckets, label_names)
-        self.register(m)
-        return m
+        m = prometheus_client.Histogram(name, help_text, label_names, registry=None, buckets=buckets)
+        return Histogram(name, self._add(name, m), label_names)
 
     def add_collector(self, collect: Callable[[], None]) -> None:
-        self._collectors.append(collect)
-
-    def get(self, name: str) -> _Metric:
-        return self._metrics[name]
+        self._exporter.hooks.append(collect)
 
     def expose(self) -> str:
-        for collect in self._collectors:
-            collect()
-        lines: list[str] = []
-        for metric in self._metrics.values():
-            samples = metric.samples()
-            if not samples:
-                continue
-            lines += metric.header()
-            lines += samples
-        return "\n".join(lines) + "\n" if lines else ""
+        return generate_latest(self.collector_registry).decode()
 
 
 # ---------------------------------------------------------------- the scheduler's metrics

@@ -4,18 +4,21 @@
 Health endpoints answer as Kubernetes components do (``k8s.io/apiserver/pkg/server/healthz``):
 200 ``ok`` when every check passes; otherwise 500 with one ``[+]name ok`` / ``[-]name failed:
 reason withheld`` line per check and ``<endpoint> check failed``. ``?verbose`` lists the checks
-on success too; ``/readyz/<check>`` runs one check. A minimal asyncio HTTP/1.1 server: one
-request per connection (``Connection: close``), GET and HEAD only.
+on success too; ``/readyz/<check>`` runs one check. GET and HEAD only (405 otherwise).
+
+HTTP itself is aiohttp's (``aiohttp.web`` behind an `AppRunner`, one `TCPSite`), as for every
+kse HTTP endpoint; the routing below is ours: one catch-all route, so a trailing slash and the
+404/405 bodies behave as they always have.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
+
+from aiohttp import web
 
 from kse.scrape import parse_address
 from scheduler.metrics import CONTENT_TYPE
@@ -24,15 +27,8 @@ log = logging.getLogger(__name__)
 
 Check = Callable[[], tuple[bool, str]]
 
-MAX_REQUEST_HEAD = 16 * 1024
-READ_TIMEOUT = 10.0
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    500: "Internal Server Error",
-}
+# How long leaving the `async with` waits for a scrape still being answered.
+SHUTDOWN_TIMEOUT = 1.0
 
 
 def ping() -> tuple[bool, str]:
@@ -54,12 +50,23 @@ class HealthServer:
         self._healthz = {"ping": ping, **(healthz or {})}
         self._readyz = {"ping": ping, **(readyz or {})}
         self._metrics = metrics
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
         self.address = ""
 
     async def __aenter__(self) -> HealthServer:
-        self._server = await asyncio.start_server(self._handle, self._host, self._port)
-        host, port = self._server.sockets[0].getsockname()[:2]
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        # No access log: Prometheus scrapes every few seconds and probes more often.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self._host, self._port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        host, port = runner.addresses[0][:2]
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1"
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -69,57 +76,25 @@ class HealthServer:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(READ_TIMEOUT):
-                head = await reader.readuntil(b"\r\n\r\n")
-            if len(head) > MAX_REQUEST_HEAD:
-                raise ValueError("request head too large")
-            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = request_line.split(" ")
-            if len(parts) != 3:
-                status, body, ctype = 400, "malformed request line\n", "text/plain"
-                method = "GET"
-            else:
-                method, target = parts[0], parts[1]
-                status, body, ctype = self._route(method, target)
-            payload = body.encode()
-            headers = (
-                f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\n"
-                f"Content-Type: {ctype}\r\n"
-                f"Content-Length: {len(payload)}\r\n"
-                "X-Content-Type-Options: nosniff\r\n"
-                "Connection: close\r\n\r\n"
-            )
-            writer.write(headers.encode() + (b"" if method == "HEAD" else payload))
-            await writer.drain()
-        except (
-            TimeoutError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            ConnectionError,
-            ValueError,
-        ):
-            pass
-        except Exception:
-            log.exception("serving an HTTP request")
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+    async def _handle(self, request: web.Request) -> web.Response:
+        status, body, ctype = self._route(request.method, request.path, request.query_string)
+        # aiohttp sends no body for HEAD but keeps the Content-Length of the GET.
+        return web.Response(
+            status=status,
+            body=body.encode(),
+            headers={"Content-Type": ctype, "X-Content-Type-Options": "nosniff"},
+        )
 
-    def _route(self, method: str, target: str) -> tuple[int, str, str]:
+    def _route(self, method: str, path: str, query: str) -> tuple[int, str, str]:
+        """(status, body, content type) for one request, as the hand-written server answered."""
         if method not in ("GET", "HEAD"):
             return 405, "method not allowed\n", "text/plain"
-        url = urlsplit(target)
-        path = url.path.rstrip("/") or "/"
-        verbose = "verbose" in parse_qs(url.query, keep_blank_values=True)
+        path = path.rstrip("/") or "/"
+        verbose = "verbose" in parse_qs(query, keep_blank_values=True)
         if path == "/metrics":
             if self._metrics is None:
                 return 404, "404 page not found\n", "text/plain"

@@ -27,11 +27,15 @@ from typing import Any
 
 from harness.procs.launcher import Launcher, ManagedProcess
 from harness.procs.proctable import process_cpu_seconds, system_busy_seconds
+from harness.progress import Reporter
+
+_REPORTER = Reporter("bench")
 
 
 def progress(message: str) -> None:
-    """A progress line on stderr (stdout is reserved for the table or the JSON object)."""
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+    """A progress line on stderr (stdout is reserved for the table or the JSON object); on a
+    terminal, above the live bar of a timed load (`harness.progress`)."""
+    _REPORTER(message)
 
 
 @contextlib.contextmanager
@@ -230,9 +234,11 @@ async def closed_loop(
             next_index += 1
             await op(i)
 
-    async with measured_window(result), asyncio.TaskGroup() as tg:
-        for _ in range(inflight):
-            tg.create_task(worker())
+    timed = None if until is None else max(0.0, until - time.monotonic())
+    with _REPORTER.phase(f"closed loop, {inflight} in flight", total_s=timed):
+        async with measured_window(result), asyncio.TaskGroup() as tg:
+            for _ in range(inflight):
+                tg.create_task(worker())
 
 
 async def per_worker_loop(
@@ -245,9 +251,10 @@ async def per_worker_loop(
         while time.monotonic() < until:
             await op(w)
 
-    async with measured_window(result), asyncio.TaskGroup() as tg:
-        for w in range(workers):
-            tg.create_task(worker(w))
+    with _REPORTER.phase(f"{workers} workers", total_s=max(0.0, until - time.monotonic())):
+        async with measured_window(result), asyncio.TaskGroup() as tg:
+            for w in range(workers):
+                tg.create_task(worker(w))
 
 
 @dataclass
@@ -283,7 +290,9 @@ async def run_load(
         part = await fn(per_process_args[0], gate)
         parts = [part]
     else:
-        parts = await _run_in_processes(fn, per_process_args, work_dir, start_meter)
+        # The load's own bar is in the child processes, whose stderr is a log file: show one here.
+        with _REPORTER.phase(f"{fn.__name__} in {len(per_process_args)} processes"):
+            parts = await _run_in_processes(fn, per_process_args, work_dir, start_meter)
     total = LoadResult.merge(parts)
     cpu: dict[str, float] = {"client": round(100.0 * total.cpu / total.elapsed, 1)}
     if meter is not None:

@@ -15,7 +15,8 @@ the scheduler's namespace, and nodes. From them it keeps, incrementally:
 
 The process side (pids, restarts, backoff) is handed in as `ReplicaInfo`/`ProcessInfo`, read from
 the process handles; a replica's role is its current identity matched against the Lease holder.
-`render_screen` and `render_line` turn a `StatusSnapshot` into text for a terminal or a log.
+`render_view` turns a `StatusSnapshot` into a `rich` renderable for a terminal (`kse up` redraws it
+with `rich.live.Live`), `render_line` into one plain line for a log or a pipe.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 
 from kse.client.clientset import Clientset
 from kse.client.informer import Informer, InformerFactory
@@ -439,12 +444,7 @@ def replica_role(r: ReplicaInfo, holder: str | None) -> str:
 
 # ---------------------------------------------------------------------------------------------- text
 
-_BOLD = "\x1b[1m"
-_DIM = "\x1b[2m"
-_GREEN = "\x1b[32m"
-_YELLOW = "\x1b[33m"
-_RED = "\x1b[31m"
-_RESET = "\x1b[0m"
+_ROLE_STYLE = {"leader": "green", "active": "green", "standby": "", "stopped": "yellow"}
 
 
 def _fmt_age(seconds: float) -> str:
@@ -453,10 +453,6 @@ def _fmt_age(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.1f}s ago"
     return f"{seconds / 60:.0f}m ago"
-
-
-def _paint(text: str, color: str, enabled: bool) -> str:
-    return f"{color}{text}{_RESET}" if enabled else text
 
 
 def failover_text(f: Failover, names: Callable[[str], str | None]) -> str:
@@ -471,74 +467,80 @@ def _name_lookup(snap: StatusSnapshot) -> Callable[[str], str | None]:
     return table.get
 
 
-def render_screen(snap: StatusSnapshot, *, color: bool = True) -> list[str]:
-    """The full status, one line per item, for a terminal that is redrawn every second."""
+def render_view(snap: StatusSnapshot, events: Sequence[str] = ()) -> Group:
+    """The full status for a terminal, redrawn every second by `rich.live.Live`: a header, the
+    replicas as a table, then one line per item (lease, last failover, pods, nodes, processes,
+    certificates, notes) and the last few `events`."""
     names = _name_lookup(snap)
-    lines = [
-        _paint(f"kse up  uptime {snap.uptime_s:6.0f}s", _BOLD, color)
-        + ("" if snap.synced else _paint("  (informers syncing...)", _YELLOW, color))
-    ]
-    lines.append("")
-    lines.append(f"{'REPLICA':<14}{'ROLE':<11}{'PID':>8}  {'RESTARTS':>8}  IDENTITY")
+    header = Text.assemble((f"kse up  uptime {snap.uptime_s:6.0f}s", "bold"))
+    if not snap.synced:
+        header.append("  (informers syncing...)", style="yellow")
+    table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2, 0, 0), header_style="")
+    table.add_column("REPLICA", no_wrap=True)
+    table.add_column("ROLE", no_wrap=True)
+    table.add_column("PID", justify="right", no_wrap=True)
+    table.add_column("RESTARTS", justify="right", no_wrap=True)
+    table.add_column("IDENTITY", no_wrap=True)
     for v in snap.replicas:
         r = v.info
         role = v.role
         if role == "backoff" and r.backoff_remaining_s is not None:
             role = f"backoff {r.backoff_remaining_s:.0f}s"
-        col = {"leader": _GREEN, "active": _GREEN, "standby": "", "stopped": _YELLOW}.get(v.role, _RED)
-        role_txt = _paint(f"{role:<11}", col, color and bool(col))
         pid = str(r.pid) if r.pid is not None and r.running else "-"
-        lines.append(f"{r.name:<14}{role_txt}{pid:>8}  {r.restarts:>8}  {r.identity}")
-    lines.append("")
+        style = _ROLE_STYLE.get(v.role, "red")
+        table.add_row(r.name, Text(role, style=style), pid, str(r.restarts), r.identity)
+    lines: list[Text] = []
     if not snap.leader_election:
-        lines.append(_paint("leader election: OFF (temporary fallback, one replica)", _YELLOW, color))
+        lines.append(Text("leader election: OFF (temporary fallback, one replica)", style="yellow"))
     elif snap.lease is None:
-        lines.append("lease: not created yet")
+        lines.append(Text("lease: not created yet"))
     else:
         lease = snap.lease
-        holder = lease.holder or "(released)"
         who = names(lease.holder) if lease.holder else None
-        gone = lease.holder and snap.leader is None
-        extra = f" = {who}" if who else ""
-        if gone:
-            extra += _paint(f" (gone; takeable {_fmt_age(snap.at - lease.takeable_at)})", _RED, color)
-        lines.append(
-            f"lease: holder {holder}{extra}  transitions {lease.transitions}  "
-            f"renewed {_fmt_age(snap.at - lease.renewed_at)}  duration {lease.lease_duration_s:g}s"
+        line = Text(f"lease: holder {lease.holder or '(released)'}" + (f" = {who}" if who else ""))
+        if lease.holder and snap.leader is None:
+            line.append(f" (gone; takeable {_fmt_age(snap.at - lease.takeable_at)})", style="red")
+        line.append(
+            f"  transitions {lease.transitions}  renewed {_fmt_age(snap.at - lease.renewed_at)}  "
+            f"duration {lease.lease_duration_s:g}s"
         )
+        lines.append(line)
     if snap.failovers:
         last = snap.failovers[-1]
-        lines.append(
+        lines.append(Text(
             f"last failover {_fmt_age(snap.at - last.acquired_at)}: {failover_text(last, names)}"
             f"  [{len(snap.failovers)} total]"
-        )
+        ))  # fmt: skip
     else:
-        lines.append("last failover: none")
+        lines.append(Text("last failover: none"))
     p = snap.pods
-    lines.append(
+    lines.append(Text(
         f"pods: {p['pending']} pending, {p['bound']} bound, {p['running']} running "
         f"({p['created']} created by the workload)   binds/s {snap.binds_per_s:.1f} "
         f"({snap.binds_total} seen)"
-    )
-    lines.append(f"nodes: {snap.nodes['ready']}/{snap.nodes['total']} ready")
-    procs = []
-    for proc in snap.processes:
-        if proc.running:
-            state = f"{proc.pid}" + (" stopped" if proc.paused else "")
-        else:
-            state = _paint(f"exited {proc.returncode}", _RED if proc.returncode else _DIM, color)
-        procs.append(f"{proc.name} {state}")
-    if procs:
-        lines.append("processes: " + ", ".join(procs))
+    ))  # fmt: skip
+    lines.append(Text(f"nodes: {snap.nodes['ready']}/{snap.nodes['total']} ready"))
+    if snap.processes:
+        procs = Text("processes: ")
+        for i, proc in enumerate(snap.processes):
+            if i:
+                procs.append(", ")
+            procs.append(f"{proc.name} ")
+            if proc.running:
+                procs.append(f"{proc.pid}" + (" stopped" if proc.paused else ""))
+            else:
+                procs.append(f"exited {proc.returncode}", style="red" if proc.returncode else "dim")
+        lines.append(procs)
     if snap.certs:
-        lines.append(snap.certs)
-    for note in snap.notes:
-        lines.append(_paint(note, _YELLOW, color))
-    lines.append("")
+        lines.append(Text(snap.certs))
+    lines += [Text(note, style="yellow") for note in snap.notes]
+    lines.append(Text(""))
     if snap.hint:
-        lines.append(f"try: {snap.hint}")
-    lines.append(_paint("Ctrl-C stops everything", _DIM, color))
-    return lines
+        lines.append(Text(f"try: {snap.hint}"))
+    lines.append(Text("Ctrl-C stops everything", style="dim"))
+    if events:
+        lines += [Text(""), Text("events:"), *(Text(e) for e in events)]
+    return Group(header, Text(""), table, Text(""), *lines)
 
 
 def render_line(snap: StatusSnapshot) -> str:
@@ -559,22 +561,3 @@ def render_line(snap: StatusSnapshot) -> str:
         f"transitions={lease.transitions if lease else 0} pods pending={p['pending']} "
         f"bound={p['bound']} running={p['running']} binds/s={snap.binds_per_s:.1f}{last}"
     )
-
-
-@dataclass
-class ScreenWriter:
-    """Redraws a block of lines in place on an ANSI terminal (cursor up + clear to end)."""
-
-    write: Callable[[str], Any]
-    flush: Callable[[], Any] = lambda: None
-    _lines: int = field(default=0, init=False)
-
-    def draw(self, lines: Sequence[str]) -> None:
-        out = []
-        if self._lines:
-            out.append(f"\x1b[{self._lines}F")  # to the start of the first line drawn last time
-        out.append("\x1b[J")  # clear from there to the end of the screen
-        out.append("\n".join(lines) + "\n")
-        self.write("".join(out))
-        self.flush()
-        self._lines = len(lines)

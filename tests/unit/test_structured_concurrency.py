@@ -38,10 +38,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # owns its single task, started in __aenter__, cancelled and awaited in aclose() (__aexit__),
     # and a crash is raised from aclose().
     ("certs/rotation.py", "CertRenewer.__aenter__"): "single owned task, certs imports nothing of ours",
-    # Being rewritten in parallel (kse issue 14, items 2 and 3, and the Docker library move); their
-    # authors own these call sites. Remove each line when its file lands.
-    ("chaos/failover_bench.py", "*"): "failover_bench.py is being rewritten (issue 14 item 2)",
-    ("chaos/docker_backend.py", "*"): "docker_backend.py moves to a Docker library (issue 14 item 7)",
 }
 
 _SPAWNERS = {"create_task", "ensure_future"}

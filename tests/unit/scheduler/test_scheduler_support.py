@@ -7,6 +7,7 @@ import asyncio
 import math
 from typing import Any
 
+import aiohttp
 import pytest
 
 from kse.client.errors import FencedError, NotFoundError
@@ -17,12 +18,7 @@ from scheduler.eventhandlers import EventHandlers, node_scheduling_properties_ch
 from scheduler.events import WARNING, EventRecorder, truncate_message
 from scheduler.framework.plugins.queuesort import PrioritySort
 from scheduler.framework.types import ActionType, PodInfo
-from scheduler.metrics import (
-    Registry,
-    SchedulerMetrics,
-    exponential_buckets,
-    format_value,
-)
+from scheduler.metrics import Registry, SchedulerMetrics, exponential_buckets
 from scheduler.queue.scheduling_queue import PriorityQueue
 from scheduler.server import HealthServer
 from scheduler.status import PodStatusUpdater, unschedulable, update_pod_condition
@@ -37,9 +33,12 @@ def test_exposition_format_and_upstream_buckets() -> None:
     m.pending_pods.set(3, "active")
     text = m.expose()
     assert "# TYPE scheduler_schedule_attempts_total counter" in text
-    assert 'scheduler_schedule_attempts_total{result="scheduled",profile="default-scheduler"} 1' in text
-    assert 'scheduler_pending_pods{queue="active"} 3' in text
-    # ExponentialBuckets(0.001, 2, 15), printed as Go prints them.
+    # Labels sorted by name, as Go's client prints them; values as prometheus_client prints floats.
+    assert 'scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1.0' in text
+    assert 'scheduler_pending_pods{queue="active"} 3.0' in text
+    assert "_created" not in text  # OpenMetrics-only series, which kube-scheduler does not expose
+    assert "scheduler_queue_incoming_pods_total" not in text  # no series yet: no family, as Go
+    # ExponentialBuckets(0.001, 2, 15).
     les = [
         lbl["le"]
         for lbl, _ in parse_exposition(text)["scheduler_scheduling_attempt_duration_seconds_bucket"]
@@ -68,6 +67,21 @@ def test_label_escaping_round_trips() -> None:
         c.inc(amount=-1, a="x")
 
 
+def test_each_scheduler_metrics_has_its_own_registry() -> None:
+    a, b = SchedulerMetrics(), SchedulerMetrics()  # no "Duplicated timeseries" from a global registry
+    a.incoming("active", "PodAdd")
+    b.queue_incoming_pods.inc(queue="active", event="PodAdd", amount=2)  # by name: the same series
+    b.incoming("active", "PodAdd")
+    assert sample_sum(parse_exposition(a.expose()), "scheduler_queue_incoming_pods_total") == 1
+    assert parse_exposition(b.expose())["scheduler_queue_incoming_pods_total"] == [
+        ({"event": "PodAdd", "queue": "active"}, 3.0)
+    ]
+    with pytest.raises(ValueError, match=r"scheduler_queue_incoming_pods_total.*missing"):
+        b.queue_incoming_pods.inc(queue="active")
+    with pytest.raises(ValueError, match="registered twice"):
+        b.registry.counter("scheduler_queue_incoming_pods_total", "again")
+
+
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
     r = Registry()
     h = r.histogram("lat_seconds", "help", [0.1, 0.2, 0.4])
@@ -77,7 +91,6 @@ def test_histogram_quantile_interpolates_like_prometheus() -> None:
     assert histogram_quantile(0.5, s, "lat_seconds") == pytest.approx(0.1 + 0.1 * (2.5 - 1) / 2)
     assert histogram_quantile(0.99, s, "lat_seconds") == 0.4  # in +Inf: the highest finite bound
     assert math.isnan(histogram_quantile(0.5, s, "absent"))
-    assert format_value(3.0) == "3" and format_value(0.25) == "0.25" and format_value(math.inf) == "+Inf"
 
 
 def test_request_observer_maps_verbs_to_methods() -> None:
@@ -115,10 +128,19 @@ async def test_health_endpoints() -> None:
         assert (await http_get(server.address, "/readyz/nope"))[0] == 404
         assert await http_get(server.address, "/metrics") == (200, "m 1\n")
         assert (await http_get(server.address, "/other"))[0] == 404
+        assert await http_get(server.address, "/readyz/") == (200, "ok")  # a trailing slash is the same
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"http://{server.address}/healthz") as reply:
+                assert (reply.status, await reply.text()) == (405, "method not allowed\n")
+            async with session.head(f"http://{server.address}/metrics") as reply:
+                assert reply.status == 200 and reply.headers["Content-Length"] == "4"
+                assert reply.headers["X-Content-Type-Options"] == "nosniff"
+                assert await reply.read() == b""
+        # The metrics port is plain HTTP/1.1: a request without Host is refused, not served.
         host, port = server.address.rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"POST /healthz HTTP/1.1\r\n\r\n")
-        assert (await reader.read()).startswith(b"HTTP/1.1 405")
+        writer.write(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert (await reader.read()).split(b"\r\n", 1)[0].split(b" ")[1] == b"400"
         writer.close()
 
 
