@@ -15,7 +15,6 @@ Running processes pick the files up without a restart (see certs.rotation for th
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,27 +36,20 @@ from certs.rotation import (
     rotate,
     rotate_ca,
 )
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNITS = {
-    "ms": timedelta(milliseconds=1),
-    "s": timedelta(seconds=1),
-    "m": timedelta(minutes=1),
-    "h": timedelta(hours=1),
-    "d": timedelta(days=1),
-    "w": timedelta(weeks=1),
-}
+from kse.durations import GO_UNITS_WITH_DAYS, DurationError, DurationFlag, parse_go_duration_ns
 
 
 def parse_duration(text: str) -> timedelta:
-    """Go-style durations plus days and weeks ("365d", "8760h", "1h30m", "90s"), as an argparse type."""
-    parts = _DURATION_PART.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (examples: 365d, 12h, 1h30m, 90s)")
-    total = sum((float(n) * _UNITS[u] for n, u in parts), timedelta())
-    if total <= timedelta():
-        raise argparse.ArgumentTypeError(f"duration must be positive, got {text!r}")
-    return total
+    """A certificate lifetime: a Go duration that may also use days and weeks ("365d", "8760h",
+    "1h30m", "90s"), > 0. Unlike other duration flags, a bare number is refused: a lifetime of "10"
+    (seconds? days?) is more likely a mistake than a wish for 10-second certificates."""
+    try:
+        ns = parse_go_duration_ns(text, units=GO_UNITS_WITH_DAYS)
+    except DurationError:
+        raise DurationError("not a duration with a unit (examples: 365d, 12h, 1h30m, 90s)") from None
+    if ns <= 0:
+        raise DurationError("a lifetime must be > 0 (a duration such as 365d, 12h, 1h30m)")
+    return timedelta(microseconds=ns // 1000)
 
 
 def _replicas(text: str) -> int:
@@ -107,7 +99,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     init.add_argument(
         "--ttl",
-        type=parse_duration,
+        action=DurationFlag,
+        convert=parse_duration,
         default=LEAF_TTL,
         metavar="DURATION",
         help="leaf validity (default 365d)",
@@ -132,7 +125,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     rot.add_argument(
         "--ttl",
-        type=parse_duration,
+        action=DurationFlag,
+        convert=parse_duration,
         default=None,
         metavar="DURATION",
         help="validity of the new cert (default: the lifetime the old one was issued with)",
@@ -151,14 +145,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rca.add_argument("--phase", required=True, choices=PHASES, help="the phase to run")
     rca.add_argument(
         "--ttl",
-        type=parse_duration,
+        action=DurationFlag,
+        convert=parse_duration,
         default=None,
         metavar="DURATION",
         help="switch: validity of the reissued leaves (default: the lifetime each had)",
     )
     rca.add_argument(
         "--ca-ttl",
-        type=parse_duration,
+        action=DurationFlag,
+        convert=parse_duration,
         default=CA_TTL,
         metavar="DURATION",
         help="add: validity of the new CA (default 3650d)",

@@ -36,6 +36,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from cli.certs_cmd import parse_duration
+from kse.durations import DurationFlag, as_timedelta, positive_duration
 from kse.fileio import write_atomic
 from kse.flags.argtypes import non_negative_int
 
@@ -86,14 +88,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     init.add_argument(
         "--ttl",
-        type=_duration,
+        action=DurationFlag,
+        convert=parse_duration,
         default=None,
         metavar="DURATION",
         help="validity of the leaves issued now (default 365d, as `kse certs init`)",
     )
     init.add_argument(
         "--lease-duration",
-        type=_duration,
+        action=DurationFlag,
+        convert=as_timedelta(positive_duration),
         default=None,
         metavar="DURATION",
         help="the schedulers' --leader-elect-lease-duration, recorded in run/cluster.json for the "
@@ -112,12 +116,6 @@ def _server(text: str) -> str:
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return text
-
-
-def _duration(text: str) -> timedelta:
-    from cli.certs_cmd import parse_duration
-
-    return parse_duration(text)
 
 
 def _server_host(server: str) -> str:

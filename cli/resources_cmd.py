@@ -33,6 +33,7 @@ from kse import printers
 from kse.client.clientset import BOOKMARK, DELETED, Clientset, RetryPolicy, WatchEvent, key_of
 from kse.client.errors import ApiError, ConflictError, NotFoundError, UnavailableError
 from kse.client.reflector import Reflector
+from kse.durations import PositiveDuration
 from kse.objects.kinds import KINDS, Kind, UnknownKindError, kind_of, lookup_resource, unwrap
 from kse.objects.manifest import ManifestError, load_manifests
 
@@ -52,7 +53,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--request-timeout",
-        type=float,
+        action=PositiveDuration,
         default=30.0,
         metavar="SECONDS",
         help="time limit for each request, retries of reads included (default 30)",
