@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from kse.client.clientset import Clientset
 from kse.client.errors import FencedError
+from kse.objects.meta import uid_key
 from proto import kse_pb2 as pb
 
 FenceSource = Callable[[], pb.FenceToken | None]
@@ -99,5 +100,4 @@ class Binder:
         return self._errors.pop(_uid(pod), None)
 
 
-def _uid(pod: pb.Pod) -> str:
-    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+_uid = uid_key
