@@ -47,27 +47,27 @@ class APIError(Exception):
 
 
 class NotFound(APIError, status=apierrors.NOT_FOUND):
-    pass
+    """The object does not exist (`pods "web" not found`)."""
 
 
 class AlreadyExists(APIError, status=apierrors.ALREADY_EXISTS):
-    pass
+    """A create of a name that is taken."""
 
 
 class Conflict(APIError, status=apierrors.CONFLICT):
-    pass
+    """A stale resourceVersion or uid precondition, or a pod that is already bound."""
 
 
 class Invalid(APIError, status=apierrors.INVALID):
-    pass
+    """The object fails validation; the message names every bad field."""
 
 
 class Forbidden(APIError, status=apierrors.FORBIDDEN):
-    pass
+    """The caller's identity may not do this verb on this resource."""
 
 
 class Unauthenticated(APIError, status=apierrors.UNAUTHORIZED):
-    pass
+    """No identity could be read from the caller's certificate."""
 
 
 class Gone(APIError, status=apierrors.EXPIRED):
@@ -75,7 +75,7 @@ class Gone(APIError, status=apierrors.EXPIRED):
 
 
 class Unavailable(APIError, status=apierrors.SERVICE_UNAVAILABLE):
-    pass
+    """The server cannot answer now (etcd unreachable, shutting down)."""
 
 
 class FencedOff(APIError, status=apierrors.FENCED):

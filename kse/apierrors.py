@@ -48,19 +48,30 @@ class StatusReason:
     http_status: int
 
 
+# Each row, with the apimachinery constructor that makes the same error (api/errors/errors.go).
+# NewNotFound: `pods "web" not found`.
 NOT_FOUND = StatusReason("NotFound", grpc.StatusCode.NOT_FOUND, 404)
+# NewAlreadyExists: a create of a name that is taken.
 ALREADY_EXISTS = StatusReason("AlreadyExists", grpc.StatusCode.ALREADY_EXISTS, 409)
-# A stale resourceVersion or uid precondition, or a pod that is already bound.
+# NewConflict: a stale resourceVersion or uid precondition, or a pod that is already bound.
 CONFLICT = StatusReason("Conflict", grpc.StatusCode.ABORTED, 409)
+# NewInvalid: 422 Unprocessable Entity, every bad field listed.
 INVALID = StatusReason("Invalid", grpc.StatusCode.INVALID_ARGUMENT, 422)
+# NewForbidden: the authorizer said no.
 FORBIDDEN = StatusReason("Forbidden", grpc.StatusCode.PERMISSION_DENIED, 403)
+# NewUnauthorized: no identity (over gRPC with mTLS, the handshake usually fails first).
 UNAUTHORIZED = StatusReason("Unauthorized", grpc.StatusCode.UNAUTHENTICATED, 401)
-# A watch or list from a revision older than the server keeps: "410 Gone", reason Expired.
+# NewResourceExpired: a watch or list from a revision older than the server keeps ("410 Gone").
 EXPIRED = StatusReason("Expired", grpc.StatusCode.OUT_OF_RANGE, 410)
+# kse's own: a write under a fence token for a Lease the writer no longer holds.
 FENCED = StatusReason("Fenced", grpc.StatusCode.FAILED_PRECONDITION, 409)
+# NewTooManyRequests: load shed, or a watcher that fell too far behind.
 TOO_MANY_REQUESTS = StatusReason("TooManyRequests", grpc.StatusCode.RESOURCE_EXHAUSTED, 429)
+# NewTimeoutError: the call's deadline passed.
 TIMEOUT = StatusReason("Timeout", grpc.StatusCode.DEADLINE_EXCEEDED, 504)
+# NewServiceUnavailable: the server cannot answer now.
 SERVICE_UNAVAILABLE = StatusReason("ServiceUnavailable", grpc.StatusCode.UNAVAILABLE, 503)
+# NewInternalError.
 INTERNAL_ERROR = StatusReason("InternalError", grpc.StatusCode.INTERNAL, 500)
 
 REASONS: tuple[StatusReason, ...] = (

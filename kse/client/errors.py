@@ -56,11 +56,11 @@ class ApiError(Exception):
 
 
 class NotFoundError(ApiError, status=apierrors.NOT_FOUND):
-    pass
+    """NOT_FOUND: the object does not exist."""
 
 
 class AlreadyExistsError(ApiError, status=apierrors.ALREADY_EXISTS):
-    pass
+    """ALREADY_EXISTS: a create of a name that is taken."""
 
 
 class ConflictError(ApiError, status=apierrors.CONFLICT):
@@ -68,15 +68,15 @@ class ConflictError(ApiError, status=apierrors.CONFLICT):
 
 
 class InvalidError(ApiError, status=apierrors.INVALID):
-    pass
+    """INVALID_ARGUMENT: the object failed validation; the message names the fields."""
 
 
 class ForbiddenError(ApiError, status=apierrors.FORBIDDEN):
-    pass
+    """PERMISSION_DENIED: this identity may not do that (Kubernetes' RBAC message)."""
 
 
 class UnauthorizedError(ApiError, status=apierrors.UNAUTHORIZED):
-    pass
+    """UNAUTHENTICATED: the server read no identity from this client's certificate."""
 
 
 class GoneError(ApiError, status=apierrors.EXPIRED):
@@ -92,7 +92,7 @@ class TooManyRequestsError(ApiError, status=apierrors.TOO_MANY_REQUESTS):
 
 
 class DeadlineExceededError(ApiError, status=apierrors.TIMEOUT):
-    pass
+    """DEADLINE_EXCEEDED: the call's deadline passed before an answer came."""
 
 
 class UnavailableError(ApiError, status=apierrors.SERVICE_UNAVAILABLE):
@@ -100,7 +100,7 @@ class UnavailableError(ApiError, status=apierrors.SERVICE_UNAVAILABLE):
 
 
 class InternalError(ApiError, status=apierrors.INTERNAL_ERROR):
-    pass
+    """INTERNAL: the server failed on its side."""
 
 
 _CLASSES: tuple[type[ApiError], ...] = (
