@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kse.config import ConnectionFile
-from kse.durations import DurationFlag, PositiveDuration, non_negative_duration
+from kse.durations import DurationError, DurationFlag, PositiveDuration, non_negative_duration
 from kse.durations import positive_duration as positive_duration  # re-export (tests)
 from kse.fileio import write_atomic
 from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
@@ -50,6 +50,15 @@ log = logging.getLogger("nodesim")
 
 # Re-exported for workload_cli and the tests: one duration parser for every command (kse.durations).
 duration = non_negative_duration
+
+
+def whole_seconds(text: str) -> int:
+    """A positive duration that is a whole number of seconds ("40", "40s", "1m"), as an int: a
+    Lease's leaseDurationSeconds is an integer."""
+    value = positive_duration(text)
+    if value != int(value):
+        raise DurationError(f"must be a whole number of seconds, got {text}")
+    return int(value)
 
 
 def fraction(text: str) -> float:
@@ -161,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kub.add_argument(
         "--lease-duration",
-        type=positive_int,
+        action=DurationFlag,
+        convert=whole_seconds,
         default=40,
         metavar="SECONDS",
         help="leaseDurationSeconds of the node Leases (default 40)",
