@@ -19,9 +19,9 @@ from pathlib import Path
 from apiserver_mock.server import APIServer, ServerConfig
 from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
 from kse.config import ConnectionFile
+from kse.durations import PositiveDuration
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
-from kse.flags.argtypes import positive_float as _positive_float
 from kse.flags.argtypes import positive_int as _positive_int
 from kse.flags.logging_args import add_log_level_flag, setup_logging
 
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument(
         "--max-connection-age",
-        type=_positive_float,
+        action=PositiveDuration,
         default=300.0,
         metavar="SECONDS",
         help="close connections after this age so clients re-handshake (default: %(default)s)",
@@ -110,14 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     wc.add_argument(
         "--watch-send-timeout",
-        type=_positive_float,
+        action=PositiveDuration,
         default=30.0,
         metavar="SECONDS",
         help="close a watch whose client takes no data for this long (default: %(default)s)",
     )
     wc.add_argument(
         "--bookmark-interval",
-        type=_positive_float,
+        action=PositiveDuration,
         default=1.0,
         metavar="SECONDS",
         help="interval of BOOKMARK events to watchers that allow them (default: %(default)s)",

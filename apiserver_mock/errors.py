@@ -6,15 +6,29 @@ kube-apiserver would have said (`pods "web" not found`, `Operation cannot be ful
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import grpc
 
+from kse import apierrors
+from kse.apierrors import StatusReason
 from kse.objects.kinds import Kind
 
 
 class APIError(Exception):
-    """An error for the client. `code` is the gRPC status; `str(e)` is the message sent."""
+    """An error for the client. `code` is the gRPC status; `str(e)` is the message sent.
 
-    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    Each subclass names its row of `kse.apierrors` (`class NotFound(APIError, status=...)`), which
+    gives its gRPC `code` here and its HTTP status for the Kubernetes door."""
+
+    status: ClassVar[StatusReason] = apierrors.INTERNAL_ERROR
+    code: grpc.StatusCode = apierrors.INTERNAL_ERROR.grpc_code
+
+    def __init_subclass__(cls, status: StatusReason | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if status is not None:
+            cls.status = status
+            cls.code = status.grpc_code
 
     def __init__(self, message: str, code: grpc.StatusCode | None = None) -> None:
         super().__init__(message)
@@ -22,48 +36,50 @@ class APIError(Exception):
             self.code = code
 
     @property
+    def http_status(self) -> int:
+        """The HTTP status of this error's gRPC code (500 for a code the table does not know)."""
+        row = apierrors.by_grpc_code(self.code)
+        return row.http_status if row is not None else apierrors.INTERNAL_ERROR.http_status
+
+    @property
     def message(self) -> str:
         return str(self.args[0])
 
 
-class NotFound(APIError):
-    code = grpc.StatusCode.NOT_FOUND
+class NotFound(APIError, status=apierrors.NOT_FOUND):
+    """The object does not exist (`pods "web" not found`)."""
 
 
-class AlreadyExists(APIError):
-    code = grpc.StatusCode.ALREADY_EXISTS
+class AlreadyExists(APIError, status=apierrors.ALREADY_EXISTS):
+    """A create of a name that is taken."""
 
 
-class Conflict(APIError):
-    code = grpc.StatusCode.ABORTED
+class Conflict(APIError, status=apierrors.CONFLICT):
+    """A stale resourceVersion or uid precondition, or a pod that is already bound."""
 
 
-class Invalid(APIError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
+class Invalid(APIError, status=apierrors.INVALID):
+    """The object fails validation; the message names every bad field."""
 
 
-class Forbidden(APIError):
-    code = grpc.StatusCode.PERMISSION_DENIED
+class Forbidden(APIError, status=apierrors.FORBIDDEN):
+    """The caller's identity may not do this verb on this resource."""
 
 
-class Unauthenticated(APIError):
-    code = grpc.StatusCode.UNAUTHENTICATED
+class Unauthenticated(APIError, status=apierrors.UNAUTHORIZED):
+    """No identity could be read from the caller's certificate."""
 
 
-class Gone(APIError):
+class Gone(APIError, status=apierrors.EXPIRED):
     """The requested revision is no longer available (Kubernetes' 410 Gone / "Expired")."""
 
-    code = grpc.StatusCode.OUT_OF_RANGE
+
+class Unavailable(APIError, status=apierrors.SERVICE_UNAVAILABLE):
+    """The server cannot answer now (etcd unreachable, shutting down)."""
 
 
-class Unavailable(APIError):
-    code = grpc.StatusCode.UNAVAILABLE
-
-
-class FencedOff(APIError):
+class FencedOff(APIError, status=apierrors.FENCED):
     """A write from a leader whose fencing token no longer matches the Lease."""
-
-    code = grpc.StatusCode.FAILED_PRECONDITION
 
 
 def qualified_kind(kind: Kind) -> str:

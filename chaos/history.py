@@ -39,6 +39,7 @@ from google.protobuf.message import Message
 
 from kse.audit import AuditRecord, read_audit_log
 from kse.client.informer import LIST, HistoryRecord
+from kse.objects.meta import object_key  # re-exported (in __all__): the checkers' key
 from kse.records import APPLICATION_CODES, JsonlWriter, RpcErrorRecord, RpcErrorRecorder, read_jsonl
 from proto import kse_pb2 as pb
 
@@ -126,13 +127,6 @@ LEADER_FAULTS: frozenset[str] = frozenset(
     {KILL, STOP, TERMINATE, RESTART, PARTITION, EXPIRE_CERTS, CLOCK_SKEW}
 )
 ROTATION_FAULTS: frozenset[str] = frozenset({ROTATE_CERTS, ROTATE_CA})
-
-
-
-
-def object_key(namespace: str, name: str) -> str:
-    """The informer's store key: "namespace/name", or "name" for cluster-scoped objects."""
-    return f"{namespace}/{name}" if namespace else name
 
 
 # ---------------------------------------------------------------- records

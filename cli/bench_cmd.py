@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from kse.durations import PositiveDuration
 from kse.flags.argtypes import positive_float as _positive_float
 from kse.flags.argtypes import positive_int as _positive_int
 
@@ -51,7 +52,7 @@ def _add_apiserver(sub: SubParsers) -> None:
     )
     p.add_argument(
         "--duration",
-        type=_positive_float,
+        action=PositiveDuration,
         default=d.duration,
         metavar="S",
         help=f"seconds of the etcd phase and of the watch phase (default {d.duration:g})",

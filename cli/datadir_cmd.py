@@ -36,8 +36,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kse.durations import DurationFlag, as_timedelta, positive_duration
 from kse.fileio import write_atomic
-from kse.flags.argtypes import non_negative_int
+from kse.flags.pki_args import add_hosts_flag, add_scheduler_replicas_flag, add_ttl_flag
 
 CLUSTER_FILE = "cluster.json"  # under run/, as `kse up` writes it (contract B)
 CLIENT_STEMS = ("admin", "chaos", "nodesim", "workload")
@@ -68,32 +69,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help="the name clients check in the API server's certificate (default: the --server host)",
     )
-    init.add_argument(
-        "--scheduler-replicas",
-        type=non_negative_int,
-        default=3,
-        metavar="N",
-        help="scheduler identities and connection files (default 3)",
-    )
-    init.add_argument(
-        "--host",
-        dest="hosts",
-        action="extend",
-        nargs="+",
-        default=[],
-        metavar="H",
+    add_scheduler_replicas_flag(init, help="scheduler identities and connection files (default 3)")
+    add_hosts_flag(
+        init,
         help="extra DNS name or IP the API server is reached by (repeatable; the --server host is added)",
     )
-    init.add_argument(
-        "--ttl",
-        type=_duration,
-        default=None,
-        metavar="DURATION",
-        help="validity of the leaves issued now (default 365d, as `kse certs init`)",
+    add_ttl_flag(
+        init, default=None, help="validity of the leaves issued now (default 365d, as `kse certs init`)"
     )
     init.add_argument(
         "--lease-duration",
-        type=_duration,
+        action=DurationFlag,
+        convert=as_timedelta(positive_duration),
         default=None,
         metavar="DURATION",
         help="the schedulers' --leader-elect-lease-duration, recorded in run/cluster.json for the "
@@ -112,12 +99,6 @@ def _server(text: str) -> str:
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return text
-
-
-def _duration(text: str) -> timedelta:
-    from cli.certs_cmd import parse_duration
-
-    return parse_duration(text)
 
 
 def _server_host(server: str) -> str:

@@ -24,6 +24,7 @@ from harness.procs.etcd import (
     find_etcd_binary,
     start_cluster,
 )
+from kse.durations import PositiveDuration
 from kse.flags.argtypes import port
 
 DEFAULT_PROGRESS_NOTIFY_INTERVAL = 5.0
@@ -60,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--progress-notify-interval",
-        type=float,
+        action=PositiveDuration,
         default=DEFAULT_PROGRESS_NOTIFY_INTERVAL,
         metavar="SECONDS",
         help="etcd's periodic watch progress notifications, the safe watch bookmarks on etcd < 3.5.8 "
@@ -83,8 +84,6 @@ def _cmd_etcd(args: argparse.Namespace) -> int:
             return _error(f"ports {ports[0]}..{ports[-1]} run past 65535", 2)
     if client_ports and peer_ports and set(client_ports) & set(peer_ports):
         return _error(f"client ports {client_ports} and peer ports {peer_ports} overlap", 2)
-    if args.progress_notify_interval <= 0:
-        return _error("--progress-notify-interval must be > 0", 2)
     tls = None
     if args.tls_dir is not None:
         tls = EtcdServerTLS.from_pki_dir(args.tls_dir)

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from kse.flags.argtypes import port, positive_float
+from kse.durations import PositiveDuration
+from kse.flags.argtypes import port
 
 DEFAULT_CLIENT_PORT = 2379
 DEFAULT_PEER_PORT = 2380
@@ -99,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--progress-notify-interval",
-        type=positive_float,
+        action=PositiveDuration,
         default=DEFAULT_PROGRESS_NOTIFY_INTERVAL,
         metavar="SECONDS",
         help=f"watch progress notifications (default {DEFAULT_PROGRESS_NOTIFY_INTERVAL:g}, as `kse etcd`)",

@@ -21,17 +21,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kse.durations import PositiveDuration
+
 DEFAULT_TIMEOUT = 3.0
-
-
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--timeout",
-        type=_timeout,
+        action=PositiveDuration,
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"give up after this long (default {DEFAULT_TIMEOUT:g})",

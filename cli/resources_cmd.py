@@ -35,6 +35,7 @@ from kse import printers
 from kse.client.clientset import BOOKMARK, DELETED, Clientset, WatchEvent, key_of
 from kse.client.errors import NotFoundError
 from kse.client.reflector import Reflector
+from kse.durations import PositiveDuration
 from kse.objects.apply import (
     LAST_APPLIED,
 )
@@ -61,7 +62,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--request-timeout",
-        type=float,
+        action=PositiveDuration,
         default=30.0,
         metavar="SECONDS",
         help="time limit for each request, retries of reads included (default 30)",

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kse.flags.argtypes import non_negative_float, non_negative_int, positive_duration, positive_int
+from kse.durations import DurationError, DurationFlag, positive_duration
+from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
 from kse.flags.logging_args import add_log_level_flag
 
 if TYPE_CHECKING:  # imported when the command runs, so `kse --help` stays fast
@@ -70,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--no-workload", action="store_true", help="do not run the workload")
     p.add_argument(
         "--pod-lifetime",
-        type=_lifetime,
+        action=DurationFlag,
         default=None,
         metavar="DURATION",
         help="delete each workload pod this long after it runs, for a steady state (default: about half "
@@ -83,13 +84,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     le.add_argument(
         "--election", choices=("watch", "poll"), default="watch", help="standby strategy (default watch)"
     )
-    le.add_argument(
-        "--lease-duration", type=non_negative_float, default=15.0, metavar="S", help="(default 15)"
-    )
-    le.add_argument(
-        "--renew-deadline", type=non_negative_float, default=10.0, metavar="S", help="(default 10)"
-    )
-    le.add_argument("--retry-period", type=non_negative_float, default=2.0, metavar="S", help="(default 2)")
+    le.add_argument("--lease-duration", action=DurationFlag, default=15.0, metavar="S", help="(default 15)")
+    le.add_argument("--renew-deadline", action=DurationFlag, default=10.0, metavar="S", help="(default 10)")
+    le.add_argument("--retry-period", action=DurationFlag, default=2.0, metavar="S", help="(default 2)")
     le.add_argument(
         "--on-lost-lease",
         choices=("exit", "standby"),
@@ -100,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tls = p.add_argument_group("certificates and links")
     tls.add_argument(
         "--cert-ttl",
-        type=cert_ttl,
+        action=DurationFlag,
+        convert=cert_ttl,
         metavar="DURATION",
         help="short-lived certificates: every leaf lives DURATION (e.g. 10m, 90s; at least "
         f"{MIN_CERT_TTL_S:g}s) and kse up renews each at a jittered 70-90 %% of it while it runs; "
@@ -124,7 +122,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the schedulers, nodesim and the workload log every failed RPC to D/run/rpc-errors-<name>.jsonl",
     )
     p.add_argument(
-        "--duration", type=non_negative_float, metavar="S", help="run S seconds after ready, then stop"
+        "--duration", action=DurationFlag, metavar="S", help="run S seconds after ready, then stop"
     )
     p.add_argument("--json", action="store_true", help="no live view; print one JSON summary at the end")
     p.add_argument("--fresh", action="store_true", help="new PKI, empty etcd, no old logs")
@@ -136,18 +134,11 @@ def cert_ttl(text: str) -> float:
     """--cert-ttl: a duration (10m, 90s, 1h) of at least MIN_CERT_TTL_S."""
     value = positive_duration(text)
     if value < MIN_CERT_TTL_S:
-        raise argparse.ArgumentTypeError(
+        raise DurationError(
             f"{text!r} is too short to renew: certificates are renewed at 70-90 % of their life and "
             f"every process needs time to re-read them; use at least {MIN_CERT_TTL_S:g}s"
         )
     return value
-
-
-def _lifetime(text: str) -> float:
-    """A duration, or 0 for "keep every pod"."""
-    if text.strip() in ("0", "0s"):
-        return 0.0
-    return positive_duration(text)
 
 
 def _pod_lifetime(args: argparse.Namespace) -> float | None:

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from kse import apierrors
+
 __all__ = [
     "APPLICATION_CODES",
     "JsonlWriter",
@@ -30,7 +32,15 @@ __all__ = [
 # fences, invalid input, compacted revisions): a call that got one reached the server over a working
 # TLS session, so it cannot have been broken by a certificate rotation.
 APPLICATION_CODES: frozenset[str] = frozenset(
-    {"ABORTED", "ALREADY_EXISTS", "NOT_FOUND", "FAILED_PRECONDITION", "INVALID_ARGUMENT", "OUT_OF_RANGE"}
+    row.grpc_code.name
+    for row in (
+        apierrors.CONFLICT,
+        apierrors.ALREADY_EXISTS,
+        apierrors.NOT_FOUND,
+        apierrors.FENCED,
+        apierrors.INVALID,
+        apierrors.EXPIRED,
+    )
 )
 
 

@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kse.config import ConnectionFile
+from kse.durations import DurationError, DurationFlag, PositiveDuration, non_negative_duration
+from kse.durations import positive_duration as positive_duration  # re-export (tests)
 from kse.fileio import write_atomic
 from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
 from kse.flags.connection_args import (
@@ -44,32 +45,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nodesim")
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 # ---------------------------------------------------------------- argparse types (shared with workload_cli)
 
 
-def duration(text: str) -> float:
-    """Seconds from a Go duration ("10s", "1m30s", "500ms") or a plain number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        parts = _DURATION_PART.findall(text)
-        if not text or "".join(n + u for n, u in parts) != text:
-            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 10s, 1m30s, 500ms)") from None
-        value = sum(float(n) * _UNITS[u] for n, u in parts)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
+# Re-exported for workload_cli and the tests: one duration parser for every command (kse.durations).
+duration = non_negative_duration
 
 
-def positive_duration(text: str) -> float:
-    value = duration(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
+def whole_seconds(text: str) -> int:
+    """A positive duration that is a whole number of seconds ("40", "40s", "1m"), as an int: a
+    Lease's leaseDurationSeconds is an integer."""
+    value = positive_duration(text)
+    if value != int(value):
+        raise DurationError(f"must be a whole number of seconds, got {text}")
+    return int(value)
 
 
 def fraction(text: str) -> float:
@@ -174,28 +164,29 @@ def build_parser() -> argparse.ArgumentParser:
     kub = p.add_argument_group("kubelet behaviour")
     kub.add_argument(
         "--heartbeat-interval",
-        type=positive_duration,
+        action=PositiveDuration,
         default=10.0,
         metavar="DURATION",
         help="node Lease renew interval (default 10s, as kubelet)",
     )
     kub.add_argument(
         "--lease-duration",
-        type=positive_int,
+        action=DurationFlag,
+        convert=whole_seconds,
         default=40,
         metavar="SECONDS",
         help="leaseDurationSeconds of the node Leases (default 40)",
     )
     kub.add_argument(
         "--node-status-report-interval",
-        type=positive_duration,
+        action=PositiveDuration,
         default=300.0,
         metavar="DURATION",
         help="Ready heartbeat in the node status (default 5m, as kubelet)",
     )
     kub.add_argument(
         "--node-status-batch-interval",
-        type=positive_duration,
+        action=PositiveDuration,
         default=1.0,
         metavar="DURATION",
         help="changed node status (images) is written at most this often per node (default 1s)",
@@ -232,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--stats-interval",
-        type=duration,
+        action=DurationFlag,
         default=30.0,
         metavar="DURATION",
         help="log a stats line this often (default 30s; 0: never)",

@@ -22,6 +22,7 @@ import heapq
 import ipaddress
 from dataclasses import dataclass, field
 
+from kse.objects.meta import object_key
 from kse.objects.timeutil import format_micro_time, format_time
 from nodesim.images import ImageCache, pod_images
 from nodesim.template import SimNodeSpec
@@ -124,7 +125,7 @@ class PodRecord:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return object_key(self.namespace, self.name)
 
 
 @dataclass

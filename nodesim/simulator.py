@@ -56,6 +56,7 @@ from kse.client.errors import (
 )
 from kse.client.informer import Informer
 from kse.client.ratelimit import TokenBucketRateLimiter
+from kse.objects.meta import object_key
 from kse.tasks import TaskSet
 from nodesim.images import pod_images
 from nodesim.kubelet import (
@@ -468,7 +469,7 @@ class NodeSimulator:
         node = self.nodes.get(pod.spec.node_name)
         if node is None:
             return
-        key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        key = object_key(pod.metadata.namespace, pod.metadata.name)
         rec = node.pods.get(key)
         if rec is not None and rec.uid == pod.metadata.uid:
             self._forget(node, rec)
@@ -486,7 +487,7 @@ class NodeSimulator:
         if node is None or node.lost:
             return  # not one of ours
         meta = pod.metadata
-        key = f"{meta.namespace}/{meta.name}"
+        key = object_key(meta.namespace, meta.name)
         rec = node.pods.get(key)
         if rec is not None and rec.uid != meta.uid:
             self._forget(node, rec)  # deleted and recreated under the same name

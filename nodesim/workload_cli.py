@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from kse.config import ConnectionFile
+from kse.durations import DurationFlag, PositiveDuration
 from kse.fileio import write_atomic
 from kse.flags.logging_args import add_log_level_flag
 from nodesim.cli import (
     add_connection_flags,
     client_channel,
-    duration,
     non_negative_float,
     non_negative_int,
-    positive_duration,
     positive_int,
     run_component,
     stop_on_signals,
@@ -68,30 +67,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--burst", type=non_negative_int, default=0, metavar="N", help="create N pods every --burst-interval"
     )
     pace.add_argument(
-        "--burst-interval", type=positive_duration, default=1.0, metavar="DURATION", help="(default 1s)"
+        "--burst-interval", action=PositiveDuration, default=1.0, metavar="DURATION", help="(default 1s)"
     )
     pace.add_argument("--total", type=non_negative_int, default=None, help="stop after N pods")
     pace.add_argument(
-        "--duration", type=duration, default=None, metavar="DURATION", help="stop creating after this long"
+        "--duration",
+        action=DurationFlag,
+        default=None,
+        metavar="DURATION",
+        help="stop creating after this long",
     )
     pace.add_argument("--concurrency", type=positive_int, default=16, help="creates in flight (default 16)")
     pace.add_argument(
         "--delete-after",
-        type=duration,
+        action=DurationFlag,
         default=None,
         metavar="DURATION",
         help="churn: delete each pod this long after it is Running",
     )
     pace.add_argument(
         "--drain-timeout",
-        type=duration,
+        action=DurationFlag,
         default=60.0,
         metavar="DURATION",
         help="with --delete-after: how long to wait for the last deletions (default 60s)",
     )
     pace.add_argument(
         "--stop-grace",
-        type=duration,
+        action=DurationFlag,
         default=30.0,
         metavar="DURATION",
         help="on a signal, how long in-flight creates may take (default 30s)",

@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kse.config import ConnectionFile
+from kse.durations import DurationError, DurationFlag, parse_seconds
 from kse.fileio import write_atomic
 from kse.flags.argtypes import non_negative_float
 from kse.flags.argtypes import positive_int as _positive_int
@@ -84,7 +85,7 @@ from kse.leaderelection import (
     default_identity,
 )
 from kse.tasks import TaskSet
-from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration, parse_duration
+from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration
 from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
 from scheduler.cache.cache import DEFAULT_ASSUMED_POD_TTL
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT
@@ -123,34 +124,13 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _duration(text: str) -> float:
-    """A Go duration ("30s", "1m30s") or plain seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            value = parse_duration(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 1m30s, 15m)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
-
-
 def _clock_skew(text: str) -> tuple[float, float]:
     """OFFSET[,RATE]: a signed Go duration (or seconds) and a positive rate."""
     offset_text, _, rate_text = text.partition(",")
     try:
-        offset = float(offset_text)
-    except ValueError:
-        try:
-            offset = parse_duration(offset_text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected OFFSET[,RATE] such as +5s,1.02, got {text!r}"
-            ) from None
-    if not math.isfinite(offset):
-        raise argparse.ArgumentTypeError(f"a clock offset must be finite, got {offset_text!r}")
+        offset = parse_seconds(offset_text)
+    except DurationError as e:
+        raise argparse.ArgumentTypeError(f"expected OFFSET[,RATE] such as +5s,1.02, got {text!r}: {e}") from e
     rate = 1.0
     if rate_text:
         try:
@@ -195,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     le.add_argument(
         "--leader-elect-lease-duration",
-        type=_duration,
+        action=DurationFlag,
         default=None,
         metavar="DURATION",
         help="how long a standby waits, from when it last saw the Lease change, before it may take "
@@ -203,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     le.add_argument(
         "--leader-elect-renew-deadline",
-        type=_duration,
+        action=DurationFlag,
         default=None,
         metavar="DURATION",
         help="how long the leader keeps trying to renew before it stops leading; must be less than "
@@ -211,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     le.add_argument(
         "--leader-elect-retry-period",
-        type=_duration,
+        action=DurationFlag,
         default=None,
         metavar="DURATION",
         help="the wait between attempts to acquire and renew (default 2s)",
@@ -265,14 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
     sch = p.add_argument_group("scheduling")
     sch.add_argument(
         "--permit-wait-timeout",
-        type=_duration,
+        action=DurationFlag,
         default=MAX_PERMIT_TIMEOUT,
         metavar="DURATION",
         help="the longest a Permit plugin may make a pod wait (default 15m)",
     )
     sch.add_argument(
         "--assumed-pod-ttl",
-        type=_duration,
+        action=DurationFlag,
         default=DEFAULT_ASSUMED_POD_TTL,
         metavar="DURATION",
         help="expire assumed pods whose binding finished but never showed up (default 30s; 0: never)",

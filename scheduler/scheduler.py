@@ -68,6 +68,7 @@ from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.client.informer import Informer, InformerFactory
 from kse.leaderelection import LeaderTerm
+from kse.objects.meta import object_key
 from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 from scheduler.algorithm import (
@@ -523,7 +524,7 @@ class Scheduler:
         for pod in self.pod_informer.store.list():
             if pod.spec.node_name or not self.handlers.responsible_for(pod):
                 continue
-            if self.queue.where(f"{pod.metadata.namespace}/{pod.metadata.name}"):
+            if self.queue.where(object_key(pod.metadata.namespace, pod.metadata.name)):
                 continue
             self.queue.add(pod)
             n += 1

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
+from kse.objects.meta import uid_key
 from kse.objects.timeutil import format_time
 from proto import kse_pb2 as pb
 from scheduler.binder import FencedHook, FenceSource
@@ -110,7 +111,7 @@ class PodStatusUpdater:
 
     def submit(self, pod: pb.Pod, condition: Condition) -> None:
         """Queue a condition write for `pod` (returns at once)."""
-        uid = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+        uid = uid_key(pod)
         running = uid in self._pending
         fence = self._fence() if self._fence is not None else None
         self._pending[uid] = (pod, condition, fence)

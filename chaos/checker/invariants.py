@@ -34,9 +34,9 @@ from chaos.history import (
     History,
     WatchDeliveryRecord,
     fault_windows,
-    object_key,
 )
 from kse.audit import AuditRecord
+from kse.objects.meta import key_of, object_key
 from kse.objects.podresources import pod_requests, resource_list_units
 from kse.objects.quantity import QuantityError
 from proto import kse_pb2 as pb
@@ -81,10 +81,6 @@ def _key(r: AuditRecord) -> str:
     return object_key(r.namespace, r.name)
 
 
-def _pod_key(p: pb.Pod) -> str:
-    return object_key(p.metadata.namespace, p.metadata.name)
-
-
 def _examples(items: Iterable[str], n: int = 5) -> str:
     items = list(items)
     more = f" (+{len(items) - n} more)" if len(items) > n else ""
@@ -114,14 +110,14 @@ class _PodIndex:
         for r in history.accepted("pods"):
             if r.verb == "create" and r.uid:
                 self._creates[_key(r)].append((r.revision or 0, r.uid))
-        self.final: dict[str, pb.Pod] = {p.metadata.uid or _pod_key(p): p for p in history.pods or []}
-        self._final_by_key = {_pod_key(p): p for p in history.pods or []}
+        self.final: dict[str, pb.Pod] = {p.metadata.uid or key_of(p): p for p in history.pods or []}
+        self._final_by_key = {key_of(p): p for p in history.pods or []}
         self.keys: dict[str, str] = {}  # uid -> namespace/name
         for key, creates in self._creates.items():
             for _, uid in creates:
                 self.keys[uid] = key
         for uid, p in self.final.items():
-            self.keys.setdefault(uid, _pod_key(p))
+            self.keys.setdefault(uid, key_of(p))
 
     def uid_of(self, r: AuditRecord) -> str:
         if r.uid:
@@ -171,7 +167,7 @@ def pods_bound_once(
     uids.update(p.metadata.uid for p in history.created if p.metadata.uid)
     for p in history.created:
         if p.metadata.uid:
-            idx.keys.setdefault(p.metadata.uid, _pod_key(p))
+            idx.keys.setdefault(p.metadata.uid, key_of(p))
     created_at: dict[str, float] = {}
     for r in sorted((r for r in history.audit if r.resource == "pods" and r.code == "OK"), key=_rev):
         if r.verb == "create":
@@ -343,7 +339,7 @@ def no_overcommit(history: History) -> InvariantResult:
                     "resource": res,
                     "requested": req_total,
                     "allocatable": have,
-                    "pods": sorted(_pod_key(p) for p in pods),
+                    "pods": sorted(key_of(p) for p in pods),
                 }
             )
     counts["nodes_checked"] = len(allocs)

@@ -49,6 +49,8 @@ from kse.client.errors import (
 )
 from kse.client.ratelimit import RateLimiter, TokenBucketRateLimiter
 from kse.objects.kinds import KINDS, Kind, lookup_resource, wrap
+from kse.objects.meta import key_of as key_of  # re-export: callers of the client use it
+from kse.objects.meta import object_key as object_key
 from proto import kse_pb2 as pb
 from proto import kse_pb2_grpc as pb_grpc
 
@@ -154,16 +156,6 @@ class WatchEvent(Generic[T]):
     type: str
     object: T | None
     resource_version: str
-
-
-def object_key(namespace: str, name: str) -> str:
-    """The store key, as client-go's MetaNamespaceKeyFunc: "ns/name", or "name" if cluster-scoped."""
-    return f"{namespace}/{name}" if namespace else name
-
-
-def key_of(obj: Message) -> str:
-    meta = obj.metadata  # type: ignore[attr-defined]
-    return object_key(meta.namespace, meta.name)
 
 
 class WatchStream(Generic[T]):

@@ -10,17 +10,30 @@ already names the object, as Kubernetes' does: `pods "x" not found`) and the rev
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import grpc
+
+from kse import apierrors
+from kse.apierrors import StatusReason
 
 REVISION_METADATA_KEY = "x-kse-revision"
 
 
 class ApiError(Exception):
-    """An error answer from the API server (or from the transport, for `UnavailableError`)."""
+    """An error answer from the API server (or from the transport, for `UnavailableError`).
+
+    Each subclass names its row of `kse.apierrors` (`class NotFoundError(ApiError, status=...)`),
+    which gives its `code` and `reason`; the base class is what an unknown code becomes."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
-    reason: str = "InternalError"
+    reason: str = apierrors.INTERNAL_ERROR.reason
+
+    def __init_subclass__(cls, status: StatusReason | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if status is not None:
+            cls.code = status.grpc_code
+            cls.reason = status.reason
 
     def __init__(self, message: str, *, code: grpc.StatusCode | None = None, revision: str = "") -> None:
         super().__init__(message)
@@ -42,96 +55,77 @@ class ApiError(Exception):
         return f"{type(self).__name__}({self.message!r}, code={self.code.name})"
 
 
-class NotFoundError(ApiError):
-    code = grpc.StatusCode.NOT_FOUND
-    reason = "NotFound"
+class NotFoundError(ApiError, status=apierrors.NOT_FOUND):
+    """NOT_FOUND: the object does not exist."""
 
 
-class AlreadyExistsError(ApiError):
-    code = grpc.StatusCode.ALREADY_EXISTS
-    reason = "AlreadyExists"
+class AlreadyExistsError(ApiError, status=apierrors.ALREADY_EXISTS):
+    """ALREADY_EXISTS: a create of a name that is taken."""
 
 
-class ConflictError(ApiError):
+class ConflictError(ApiError, status=apierrors.CONFLICT):
     """ABORTED: a stale resourceVersion or uid precondition, or a pod that is already bound."""
 
-    code = grpc.StatusCode.ABORTED
-    reason = "Conflict"
+
+class InvalidError(ApiError, status=apierrors.INVALID):
+    """INVALID_ARGUMENT: the object failed validation; the message names the fields."""
 
 
-class InvalidError(ApiError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
-    reason = "Invalid"
+class ForbiddenError(ApiError, status=apierrors.FORBIDDEN):
+    """PERMISSION_DENIED: this identity may not do that (Kubernetes' RBAC message)."""
 
 
-class ForbiddenError(ApiError):
-    code = grpc.StatusCode.PERMISSION_DENIED
-    reason = "Forbidden"
+class UnauthorizedError(ApiError, status=apierrors.UNAUTHORIZED):
+    """UNAUTHENTICATED: the server read no identity from this client's certificate."""
 
 
-class UnauthorizedError(ApiError):
-    code = grpc.StatusCode.UNAUTHENTICATED
-    reason = "Unauthorized"
-
-
-class GoneError(ApiError):
+class GoneError(ApiError, status=apierrors.EXPIRED):
     """OUT_OF_RANGE: a watch or list from a revision older than the server keeps ("410 Gone")."""
 
-    code = grpc.StatusCode.OUT_OF_RANGE
-    reason = "Expired"
 
-
-class FencedError(ApiError):
+class FencedError(ApiError, status=apierrors.FENCED):
     """FAILED_PRECONDITION: a write carrying a fence token for a lease this writer no longer holds."""
 
-    code = grpc.StatusCode.FAILED_PRECONDITION
-    reason = "Fenced"
 
-
-class TooManyRequestsError(ApiError):
+class TooManyRequestsError(ApiError, status=apierrors.TOO_MANY_REQUESTS):
     """RESOURCE_EXHAUSTED: the server shed the request, or closed a watcher that fell behind."""
 
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
-    reason = "TooManyRequests"
+
+class DeadlineExceededError(ApiError, status=apierrors.TIMEOUT):
+    """DEADLINE_EXCEEDED: the call's deadline passed before an answer came."""
 
 
-class DeadlineExceededError(ApiError):
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
-    reason = "Timeout"
-
-
-class UnavailableError(ApiError):
+class UnavailableError(ApiError, status=apierrors.SERVICE_UNAVAILABLE):
     """The server could not be reached, or the call's channel was closed under it (a swap)."""
 
-    code = grpc.StatusCode.UNAVAILABLE
-    reason = "ServiceUnavailable"
+
+class InternalError(ApiError, status=apierrors.INTERNAL_ERROR):
+    """INTERNAL: the server failed on its side."""
 
 
-class InternalError(ApiError):
-    code = grpc.StatusCode.INTERNAL
-    reason = "InternalError"
-
-
+_CLASSES: tuple[type[ApiError], ...] = (
+    NotFoundError,
+    AlreadyExistsError,
+    ConflictError,
+    InvalidError,
+    ForbiddenError,
+    UnauthorizedError,
+    GoneError,
+    FencedError,
+    TooManyRequestsError,
+    DeadlineExceededError,
+    UnavailableError,
+    InternalError,
+)
+_BY_REASON: dict[str, type[ApiError]] = {cls.reason: cls for cls in _CLASSES}
+# Every row of the table has its class; a code maps to the class of its row. A call cancelled by
+# the transport (its channel closed, the server went away mid-call) is, to the caller, the same as
+# an unreachable server: the table's CANCELLED entry; the instance keeps the CANCELLED code.
 _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
-    cls.code: cls
-    for cls in (
-        NotFoundError,
-        AlreadyExistsError,
-        ConflictError,
-        InvalidError,
-        ForbiddenError,
-        UnauthorizedError,
-        GoneError,
-        FencedError,
-        TooManyRequestsError,
-        DeadlineExceededError,
-        UnavailableError,
-        InternalError,
-    )
+    code: _BY_REASON[row.reason]
+    for code in grpc.StatusCode
+    if (row := apierrors.by_grpc_code(code)) is not None
 }
-# A call cancelled by the transport (its channel closed, the server went away mid-call): to the
-# caller it is the same as an unreachable server; the instance keeps the CANCELLED code.
-_BY_CODE[grpc.StatusCode.CANCELLED] = UnavailableError
 
 
 def revision_from_metadata(metadata: object) -> str:

@@ -46,10 +46,10 @@ from kse.client.clientset import (
     Clientset,
     ResourceClient,
     WatchEvent,
-    key_of,
 )
 from kse.client.reflector import Backoff, Reflector
 from kse.objects.kinds import Kind
+from kse.objects.meta import key_of, object_key
 from kse.tasks import background
 
 T = TypeVar("T", bound=Message)
@@ -84,7 +84,7 @@ class Store(Generic[T]):
         return self._items.get(key)
 
     def get_by(self, namespace: str, name: str) -> T | None:
-        return self._items.get(f"{namespace}/{name}" if namespace else name)
+        return self._items.get(object_key(namespace, name))
 
     def list(self) -> list[T]:
         return list(self._items.values())

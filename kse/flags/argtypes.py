@@ -1,13 +1,25 @@
 """argparse value types shared by every kse command-line (`type=` callables).
 
 One definition so every command refuses a bad number with the same words; each raises
-`argparse.ArgumentTypeError`, which argparse turns into a usage error naming the flag.
+`argparse.ArgumentTypeError`, which argparse turns into a usage error naming the flag. Durations
+live in `kse.durations` (re-exported here); declare duration flags with its `DurationFlag` action.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+
+from kse.durations import non_negative_duration, positive_duration
+
+__all__ = [
+    "non_negative_duration",
+    "non_negative_float",
+    "non_negative_int",
+    "port",
+    "positive_duration",
+    "positive_float",
+    "positive_int",
+]
 
 
 def _int(text: str) -> int:
@@ -64,21 +76,4 @@ def port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port out of range: {value}")
-    return value
-
-
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def positive_duration(text: str) -> float:
-    """Seconds > 0, from a Go duration ("90s", "10m", "1h30m", "500ms") or a plain number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
-        if not text or "".join(n + u for n, u in parts) != text:
-            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m, 1h30m)") from None
-        value = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
     return value

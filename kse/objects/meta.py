@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from kse.objects.kinds import unwrap
 from proto import kse_pb2 as pb
 
-__all__ = ["key_of", "meta_of", "namespaced_name", "object_key", "resource_version_of"]
+__all__ = ["key_of", "meta_of", "namespaced_name", "object_key", "resource_version_of", "uid_key"]
 
 
 def meta_of(obj: pb.Object | Message) -> pb.ObjectMeta:
@@ -30,6 +30,14 @@ def key_of(obj: pb.Object | Message) -> str:
     """The cache key of an object: "namespace/name" or "name"."""
     meta = meta_of(obj)
     return object_key(meta.namespace, meta.name)
+
+
+def uid_key(obj: pb.Object | Message) -> str:
+    """An object's UID, else its key: how the scheduler's cache and binder key a pod (upstream
+    GetPodKey is the UID); the key stands in for a pod that was never created and so has no UID
+    (what-if's pods, tests' pods)."""
+    meta = meta_of(obj)
+    return meta.uid or object_key(meta.namespace, meta.name)
 
 
 def namespaced_name(obj: pb.Object | Message) -> tuple[str, str]:

@@ -7,29 +7,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from kse.flags.argtypes import non_negative_int as _count
+from kse.flags.argtypes import positive_int as _positive
+
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 DEFAULT_NODES = 5000
 DEFAULT_INIT_PODS = 1000
 DEFAULT_PODS = 10000
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
 
 
 def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:

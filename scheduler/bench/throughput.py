@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from kse.objects.meta import uid_key
 from kse.objects.synthetic import THROUGHPUT_JSON_KEYS, make_nodes, make_pods
 from proto import kse_pb2 as pb
 from scheduler.algorithm import AlgorithmState, NoNodesAvailableError, SchedulingError, schedule_pod
@@ -81,7 +82,7 @@ class CacheBinder:
 
     async def bind(self, pod: pb.Pod, node_name: str) -> None:
         self.cache.finish_binding(pod)
-        key = pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+        key = uid_key(pod)
         self.cache.add_pod(pod, self.pod_infos.pop(key, None))
         self.bound += 1
 

@@ -56,6 +56,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from kse.objects.meta import object_key, uid_key
 from proto import kse_pb2 as pb
 from scheduler.framework.nodeinfo import ImageStateSummary, NodeInfo, Snapshot
 from scheduler.framework.types import PodInfo
@@ -102,7 +103,7 @@ def pod_key(pod: pb.Pod | PodInfo) -> str:
     """The cache's key of a pod: its UID, else namespace/name (upstream GetPodKey)."""
     if isinstance(pod, PodInfo):
         return pod.uid_key
-    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
+    return uid_key(pod)
 
 
 _NODE_NAME_FIELD = pb.PodSpec.DESCRIPTOR.fields_by_name["node_name"].number
@@ -131,7 +132,7 @@ def confirmed_pod_info(assumed: PodInfo, bound: pb.Pod) -> PodInfo:
 
 def _ref(pod: pb.Pod | PodInfo) -> str:
     p = pod.pod if isinstance(pod, PodInfo) else pod
-    return f"{p.metadata.namespace}/{p.metadata.name}"
+    return object_key(p.metadata.namespace, p.metadata.name)  # klog.KObj
 
 
 class Cache:

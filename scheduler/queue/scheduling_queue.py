@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kse.objects.meta import object_key
 from proto import kse_pb2 as pb
 from scheduler.framework.types import (
     ActionType,
@@ -158,7 +159,8 @@ class _Hint:
 
 
 def _pod_key(pod: pb.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+    """The queue's key of a pod (upstream podInfoKeyFunc: cache.ObjectName.String())."""
+    return object_key(pod.metadata.namespace, pod.metadata.name)
 
 
 def _flatten(registrations: HintRegistrations) -> list[_Hint]:
@@ -691,7 +693,7 @@ class PriorityQueue:
         }
 
     def get_pod(self, name: str, namespace: str) -> QueuedPodInfo | None:
-        key = f"{namespace}/{name}"
+        key = object_key(namespace, name)
         return (
             self._backoff.get_by_key(key) or self._unschedulable.get(key) or self._active.heap.get_by_key(key)
         )

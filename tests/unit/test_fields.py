@@ -207,3 +207,8 @@ def test_meta_accessors() -> None:
     assert meta.resource_version_of(node) == 0
     meta.meta_of(obj).labels["a"] = "b"  # a reference: writes through
     assert obj.pod.metadata.labels["a"] == "b"
+    # uid_key: the UID (how the scheduler's cache and binder key pods), else the key.
+    assert meta.uid_key(obj) == "prod/web" and meta.uid_key(node) == "n1"
+    obj.pod.metadata.uid = "u-1"
+    assert meta.uid_key(obj) == meta.uid_key(obj.pod) == "u-1"
+    assert meta.object_key("", "n1") == "n1" and meta.object_key("ns", "p") == "ns/p"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import types
 import typing
 from collections.abc import Collection
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from kse.durations import parse_go_duration
 
 from .defaults import set_defaults
 from .profile import Implements, expand_profile
@@ -208,36 +209,10 @@ def _decode_args(pc: PluginConfig, path: str, errors: list[str]) -> None:
     pc.args = _decode_value(raw, args_type, path, errors)
 
 
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
 def parse_duration(text: str) -> float:
-    """A Go duration string ("1h2m3.5s", "300ms", "0") in seconds."""
-    s = text.strip()
-    sign = -1.0 if s.startswith("-") else 1.0
-    s = s.lstrip("+-")
-    if s == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if not m:
-            raise ValueError(f"invalid duration {text!r}")
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if not s:
-        raise ValueError(f"invalid duration {text!r}")
-    return sign * total
+    """A `metav1.Duration` string in seconds, as Go's time.ParseDuration reads it: "1h2m3.5s",
+    "300ms", "0"; a unitless "15" is refused, as upstream refuses it (kse.durations)."""
+    return parse_go_duration(text)
 
 
 def _kind(value: Any) -> str:
