@@ -572,6 +572,12 @@ def _coerce_message(value: Any, desc: Descriptor, path: str, walk: _Walk) -> dic
 
 
 def _coerce_field(item: Any, fd: FieldDescriptor, path: str, walk: _Walk) -> Any:
+    if fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Struct":
+        # Free-form JSON (managedFields[].fieldsV1): kept as written, as upstream keeps it raw.
+        if not isinstance(item, dict):
+            raise _FieldError(path, f"expected an object, got {_type_name(item)} {_shown(item)}")
+        walk.tick(path)
+        return item
     if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
         return _coerce_map(item, fd, path, walk)
     if fd.is_repeated:
