@@ -61,10 +61,12 @@ __all__ = [
     "list_to_dict",
     "load_manifest_files",
     "load_manifests",
+    "object_from_dict",
     "to_dict",
     "to_json",
     "to_yaml",
     "to_yaml_all",
+    "unknown_fields",
 ]
 
 
@@ -845,3 +847,45 @@ def to_yaml_all(objs: Sequence[pb.Object | Message]) -> str:
 def to_json(obj: pb.Object | Message, indent: int | None = 2) -> str:
     """One object as JSON."""
     return json.dumps(to_dict(obj), indent=indent, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- one decoded JSON object, as an API server
+
+
+def object_from_dict(raw: dict[str, Any], kind: Kind, source: str = "<request body>") -> pb.Object:
+    """One already-decoded JSON object of `kind` (a request body), coerced as a manifest is.
+
+    Unlike `load_manifests`, the kind is known (from the URL); the body's own kind and apiVersion
+    are left for validation to compare. Raises ManifestError naming the field path."""
+    return _object_from_dict(raw, kind, source, 1, "")
+
+
+def unknown_fields(raw: Any, desc: Descriptor, path: str = "") -> list[str]:
+    """The JSON paths in `raw` that `desc` has no field for (`spec.nodeSelecter`), in order, as
+    kube-apiserver's strict decoding reports them for `fieldValidation`. Values of the wrong shape
+    are not reported here (coercion refuses them); map values are walked when they are messages."""
+    out: list[str] = []
+    if not isinstance(raw, dict):
+        return out
+    by_json = _fields_by_json_name(desc)
+    for key, item in raw.items():
+        fpath = f"{path}.{key}" if path else str(key)
+        fd = by_json.get(key) if isinstance(key, str) else None
+        if fd is None:
+            out.append(fpath)
+            continue
+        mt = fd.message_type
+        if mt is None or item is None or mt.full_name.startswith("google.protobuf."):
+            continue  # scalars, nulls and free-form JSON (fieldsV1) have no fields to check
+        if mt.GetOptions().map_entry:
+            value_mt = mt.fields_by_name["value"].message_type
+            if value_mt is not None and isinstance(item, dict):
+                for k, v in item.items():
+                    out.extend(unknown_fields(v, value_mt, f"{fpath}[{k}]"))
+        elif fd.is_repeated:
+            if isinstance(item, list):
+                for i, element in enumerate(item):
+                    out.extend(unknown_fields(element, mt, f"{fpath}[{i}]"))
+        else:
+            out.extend(unknown_fields(item, mt, fpath))
+    return out

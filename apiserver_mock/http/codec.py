@@ -1,0 +1,118 @@
+"""JSON <-> protobuf for the HTTP API, on top of the manifest codec (`kse.objects.manifest`).
+
+Out: the registry's serialized `Object` / `ObjectList` bytes become the camelCase JSON kubectl
+prints (`to_dict`). In: a JSON body becomes the typed message of the URL's kind, coerced exactly as
+a manifest is; unknown fields are reported for `fieldValidation` (Strict refuses them as
+kube-apiserver's strict decoder does, Warn returns them as `Warning` headers, Ignore drops them).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from apiserver_mock.errors import APIError, Invalid
+from kse.objects.kinds import Kind
+from kse.objects.manifest import ManifestError, object_from_dict, to_dict, unknown_fields
+from proto import kse_pb2 as pb
+
+FIELD_VALIDATIONS = ("Strict", "Warn", "Ignore")
+
+
+class BadRequest(APIError):
+    """A body that is not JSON, not an object, or has fields of the wrong shape (HTTP 400)."""
+
+    code = Invalid.code
+
+
+def object_json(data: bytes) -> dict[str, Any]:
+    """A serialized `Object` as its Kubernetes JSON."""
+    return to_dict(pb.Object.FromString(data))
+
+
+def list_json(kind: Kind, data: bytes) -> dict[str, Any]:
+    """A serialized `ObjectList` as a `<Kind>List`."""
+    lst = pb.ObjectList.FromString(data)
+    meta: dict[str, Any] = {"resourceVersion": lst.metadata.resource_version}
+    token = getattr(lst.metadata, "continue")
+    if token:
+        meta["continue"] = token
+    if lst.metadata.HasField("remaining_item_count"):
+        meta["remainingItemCount"] = lst.metadata.remaining_item_count
+    return {
+        "kind": f"{kind.kind}List",
+        "apiVersion": kind.api_version,
+        "metadata": meta,
+        "items": [to_dict(o) for o in lst.items],
+    }
+
+
+def decode_json(body: bytes) -> Any:
+    if not body.strip():
+        raise BadRequest("the request body is empty; expected a JSON object")
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequest(f"the request body is not valid JSON: {e}") from None
+
+
+def body_object(body: bytes | Any, kind: Kind) -> tuple[dict[str, Any], Message, list[str]]:
+    """(the decoded dict, the typed message, unknown field paths) of a request body for `kind`."""
+    raw = decode_json(body) if isinstance(body, bytes) else body
+    if not isinstance(raw, dict):
+        raise BadRequest(f"the request body must be a JSON object, got {type(raw).__name__}")
+    return raw, message_from_dict(raw, kind), unknown_of(raw, kind)
+
+
+def unknown_of(raw: dict[str, Any], kind: Kind) -> list[str]:
+    """The JSON paths of `raw` that `kind` has no field for."""
+    return unknown_fields(raw, kind.message.DESCRIPTOR)
+
+
+def message_from_dict(raw: dict[str, Any], kind: Kind) -> Message:
+    try:
+        obj = object_from_dict(raw, kind)
+    except ManifestError as e:
+        detail = str(e).split(": ", 1)[-1]
+        raise BadRequest(
+            f'{kind.kind} in version "{kind.api_version.rpartition("/")[2]}" cannot be handled as a '
+            f"{kind.kind}: {detail}"
+        ) from None
+    msg: Message = getattr(obj, kind.field)
+    return msg
+
+
+def parse_plain(raw: Any, message: Message, what: str) -> Message:
+    """A body for a message that is not a served kind (Binding, DeleteOptions-like parts)."""
+    if not isinstance(raw, dict):
+        raise BadRequest(f"the request body must be a JSON object ({what}), got {type(raw).__name__}")
+    try:
+        json_format.ParseDict(raw, message, ignore_unknown_fields=True)
+    except json_format.ParseError as e:
+        raise BadRequest(f"{what}: {e}") from None
+    return message
+
+
+def field_validation(value: str) -> str:
+    """The `fieldValidation` query parameter, checked (default Warn, as kube-apiserver's)."""
+    if value == "":
+        return "Warn"
+    if value not in FIELD_VALIDATIONS:
+        raise BadRequest(
+            f'fieldValidation: Unsupported value: "{value}": supported values: "Ignore", "Strict", "Warn"'
+        )
+    return value
+
+
+def strict_error(unknown: list[str]) -> BadRequest:
+    """kube-apiserver's answer to unknown fields under fieldValidation=Strict."""
+    listed = ", ".join(f'unknown field "{p}"' for p in unknown)
+    return BadRequest(f"strict decoding error: {listed}")
+
+
+def warnings_for(unknown: list[str]) -> list[str]:
+    """`Warning` header values (RFC 7234 299 warnings) for unknown fields under Warn."""
+    return [f'299 - "unknown field \\"{p}\\""' for p in unknown]
