@@ -2,9 +2,10 @@
 
 Public API (stable; the HTTP routes call it):
 
-    apply_patch(original: dict, patch: dict, kind: str) -> dict
+    apply_patch(original: dict, patch: dict, kind: str | Kind) -> dict
         The object `original` (Kubernetes JSON, as `manifest.to_dict` writes it) with `patch`
-        applied, as kube-apiserver applies a strategic merge patch to kind `kind` ("Pod", ...).
+        applied, as kube-apiserver applies a strategic merge patch to kind `kind` ("Pod", ...,
+        or its `kse.objects.kinds.Kind`). `apply_strategic_merge_patch` is the same function.
         Neither argument is modified. Raises PatchError (a ValueError) with a message for a patch
         that does not apply; the route answers 400 (malformed) or 422 as upstream does.
 
@@ -35,9 +36,9 @@ from typing import Any, TypeAlias
 from google.protobuf.descriptor import Descriptor
 
 from apiserver_mock.http.listtypes import ListMeta, list_meta
-from kse.objects.kinds import BY_KIND
+from kse.objects.kinds import BY_KIND, Kind
 
-__all__ = ["PatchError", "apply_patch"]
+__all__ = ["PatchError", "apply_patch", "apply_strategic_merge_patch"]
 
 DIRECTIVE = "$patch"
 RETAIN_KEYS = "$retainKeys"
@@ -82,9 +83,9 @@ def _field(schema: _Schema, key: str) -> tuple[_Schema, ListMeta | None]:
 # ---------------------------------------------------------------- entry point
 
 
-def apply_patch(original: dict[str, Any], patch: dict[str, Any], kind: str) -> dict[str, Any]:
+def apply_patch(original: dict[str, Any], patch: dict[str, Any], kind: str | Kind) -> dict[str, Any]:
     """`original` with the strategic merge `patch` applied, for kind `kind` (see the module doc)."""
-    found = BY_KIND.get(kind)
+    found = kind if isinstance(kind, Kind) else BY_KIND.get(kind)
     if found is None:
         raise PatchError(f'strategic merge patch is not supported for kind "{kind}"')
     if not isinstance(patch, dict):
@@ -93,6 +94,9 @@ def apply_patch(original: dict[str, Any], patch: dict[str, Any], kind: str) -> d
         raise PatchError(f"the object must be a JSON object, got {_type_name(original)}")
     merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), found.message.DESCRIPTOR, "")
     return merged if merged is not None else {}
+
+
+apply_strategic_merge_patch = apply_patch
 
 
 def _type_name(value: Any) -> str:
