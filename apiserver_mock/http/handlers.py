@@ -33,6 +33,7 @@ UNKNOWN_FORMAT = (
     "the body of the request was in an unknown format - accepted media types include: "
     f"{MERGE_PATCH}, {JSON_PATCH}, {STRATEGIC_PATCH}"
 )
+OBJECT_NAME = "kse.object_name"  # request key: the name a POST body gave, for error details
 PATCH_ATTEMPTS = 5  # kube-apiserver's patcher retries a conflicting update this often
 
 
@@ -138,6 +139,7 @@ class Handlers:
             raise MethodNotAllowed(f"POST is not supported on {t.kind.resource} across all namespaces")
         _, msg, unknown = codec.body_object(body, t.kind)
         warnings = self._prepare(request, t, msg, unknown)
+        request[OBJECT_NAME] = msg.metadata.name  # type: ignore[attr-defined]  # for error details
         req = pb.WriteRequest(fence=self._fence(request), dry_run=params.dry_run(request.query))
         getattr(req.object, t.kind.field).CopyFrom(msg)
         data, _ = await self.call("Create", ident, req)

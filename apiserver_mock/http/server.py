@@ -23,7 +23,7 @@ from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
 from apiserver_mock.http import discovery, routes
 from apiserver_mock.http.authn import CertAuthenticator
-from apiserver_mock.http.handlers import Handlers, Reply
+from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
 from apiserver_mock.http.routes import Target
 from apiserver_mock.http.status import EntityTooLarge, MethodNotAllowed, Subject, TooManyRequests, http_error
 from apiserver_mock.http.tls import ReloadingContext
@@ -122,6 +122,8 @@ class HTTPFrontDoor:
             subject = Subject(target.kind, target.name, target.subresource)
             return await self._resource(request, ident, target)
         except Exception as e:
+            if subject.kind is not None and not subject.name and request.get(OBJECT_NAME):
+                subject = Subject(subject.kind, request[OBJECT_NAME], subject.subresource)
             code, body = http_error(e, subject, f"HTTP {request.method} {path}")
             resp = Reply(body, code).response()
             if code == 429:
