@@ -19,7 +19,11 @@ added to the proto gets a decision here, not a silent default.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
+
+from google.protobuf.descriptor import Descriptor
+
+from kse.objects.kinds import BY_KIND, Kind
 
 ListTypeName = Literal["atomic", "set", "map"]
 
@@ -94,3 +98,46 @@ LISTS: dict[tuple[str, str], ListMeta] = {
 def list_meta(message: str, field: str) -> ListMeta:
     """The semantics of list `field` (JSON name) of proto message `message` (full name)."""
     return LISTS.get((message, field), ATOMIC)
+
+
+# ---------------------------------------------------------------- the schema beside the JSON
+
+
+@dataclass(frozen=True)
+class MapOf:
+    """A protobuf map field (labels, nodeSelector, requests): any key, values of one schema."""
+
+    value: Descriptor | None  # None: scalar values
+
+
+# What a JSON value is, seen from the protos: a message, a map field, or free-form (None: scalars,
+# unknown fields, google.protobuf.Struct).
+Schema: TypeAlias = Descriptor | MapOf | None
+
+
+def kind_schema(kind: str | Kind) -> Descriptor | None:
+    """The message of a served kind ("Pod" or its Kind), None if kse does not serve it."""
+    found = kind if isinstance(kind, Kind) else BY_KIND.get(kind)
+    return found.message.DESCRIPTOR if found is not None else None
+
+
+def field_schema(schema: Schema, key: str) -> tuple[Schema, ListMeta | None]:
+    """The schema of JSON key `key` inside `schema`, and its list semantics if it is a list field."""
+    if isinstance(schema, MapOf):
+        return schema.value, None
+    if schema is None:
+        return None, None
+    fd = next((f for f in schema.fields if f.json_name == key), None)
+    if fd is None:
+        return None, None
+    meta = list_meta(schema.full_name, key) if fd.is_repeated and not _is_map(fd.message_type) else None
+    sub = fd.message_type
+    if sub is None or sub.full_name.startswith("google.protobuf."):
+        return None, meta
+    if _is_map(sub):
+        return MapOf(sub.fields_by_name["value"].message_type), None
+    return sub, meta
+
+
+def _is_map(desc: Descriptor | None) -> bool:
+    return desc is not None and desc.GetOptions().map_entry

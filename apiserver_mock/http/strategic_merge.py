@@ -30,13 +30,10 @@ upstream reports unknown fields too.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
-from google.protobuf.descriptor import Descriptor
-
-from apiserver_mock.http.listtypes import ListMeta, list_meta
-from kse.objects.kinds import BY_KIND, Kind
+from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
+from kse.objects.kinds import Kind
 
 __all__ = ["PatchError", "apply_patch", "apply_strategic_merge_patch"]
 
@@ -50,49 +47,19 @@ class PatchError(ValueError):
     """A strategic merge patch that cannot be applied; the message says why (and where)."""
 
 
-# ---------------------------------------------------------------- the schema beside the JSON
-
-
-@dataclass(frozen=True)
-class _MapOf:
-    """A protobuf map field: any key, values of one schema (None for scalars)."""
-
-    value: Descriptor | None
-
-
-_Schema: TypeAlias = Descriptor | _MapOf | None
-
-
-def _field(schema: _Schema, key: str) -> tuple[_Schema, ListMeta | None]:
-    """The schema of `key` inside `schema`, and its list semantics when it is a list field."""
-    if isinstance(schema, _MapOf):
-        return schema.value, None
-    if schema is None:
-        return None, None
-    fd = next((f for f in schema.fields if f.json_name == key), None)
-    if fd is None or fd.message_type is None:
-        return None, list_meta(schema.full_name, key) if fd is not None and fd.is_repeated else None
-    if fd.message_type.GetOptions().map_entry:
-        value = fd.message_type.fields_by_name["value"].message_type
-        return _MapOf(value), None
-    if fd.message_type.full_name.startswith("google.protobuf."):
-        return None, list_meta(schema.full_name, key) if fd.is_repeated else None
-    return fd.message_type, list_meta(schema.full_name, key) if fd.is_repeated else None
-
-
 # ---------------------------------------------------------------- entry point
 
 
 def apply_patch(original: dict[str, Any], patch: dict[str, Any], kind: str | Kind) -> dict[str, Any]:
     """`original` with the strategic merge `patch` applied, for kind `kind` (see the module doc)."""
-    found = kind if isinstance(kind, Kind) else BY_KIND.get(kind)
-    if found is None:
+    schema = kind_schema(kind)
+    if schema is None:
         raise PatchError(f'strategic merge patch is not supported for kind "{kind}"')
     if not isinstance(patch, dict):
         raise PatchError(f"the patch must be a JSON object, got {_type_name(patch)}")
     if not isinstance(original, dict):
         raise PatchError(f"the object must be a JSON object, got {_type_name(original)}")
-    merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), found.message.DESCRIPTOR, "")
+    merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), schema, "")
     return merged if merged is not None else {}
 
 
@@ -113,7 +80,7 @@ def _join(path: str, key: str) -> str:
 
 
 def _merge_map(
-    original: dict[str, Any], patch: dict[str, Any], schema: _Schema, path: str
+    original: dict[str, Any], patch: dict[str, Any], schema: Schema, path: str
 ) -> dict[str, Any] | None:
     """Merge `patch` into `original` (both owned: mutated); None means "delete this map"."""
     if DIRECTIVE in patch:
@@ -141,7 +108,7 @@ def _merge_map(
         if value is None:
             original.pop(key, None)
             continue
-        sub, meta = _field(schema, key)
+        sub, meta = field_schema(schema, key)
         if key not in original or type(original[key]) is not type(value):
             if not is_delete_list:
                 original[key] = _fresh(value, sub, meta, where)
@@ -160,7 +127,7 @@ def _merge_map(
     return original
 
 
-def _fresh(value: Any, schema: _Schema, meta: ListMeta | None, path: str) -> Any:
+def _fresh(value: Any, schema: Schema, meta: ListMeta | None, path: str) -> Any:
     """A patch value with nothing to merge into: itself, without directives or nulls."""
     if isinstance(value, dict):
         merged = _merge_map({}, value, schema, path)
@@ -195,7 +162,7 @@ def _retain_keys(original: dict[str, Any], patch: dict[str, Any], path: str) -> 
 def _merge_list(
     original: list[Any],
     patch: list[Any],
-    schema: _Schema,
+    schema: Schema,
     meta: ListMeta | None,
     is_delete_list: bool,
     path: str,
@@ -214,7 +181,7 @@ def _has_maps(*lists: list[Any]) -> bool:
 
 
 def _merge_items(
-    original: list[Any], patch: list[Any], schema: _Schema, meta: ListMeta, path: str
+    original: list[Any], patch: list[Any], schema: Schema, meta: ListMeta, path: str
 ) -> tuple[list[Any], list[Any], list[Any]]:
     """The merged items in no particular order, the patch's plain items, and the live order.
 
@@ -322,7 +289,7 @@ def _normalize_order(
     return out
 
 
-def _set_element_orders(original: dict[str, Any], patch: dict[str, Any], schema: _Schema, path: str) -> None:
+def _set_element_orders(original: dict[str, Any], patch: dict[str, Any], schema: Schema, path: str) -> None:
     """`$setElementOrder/<field>`: merge that list now and give it the requested order
     (patch.go mergePatchIntoOriginal); the list is then removed from the patch."""
     for directive in [k for k in patch if k.startswith(SET_ELEMENT_ORDER)]:
@@ -331,7 +298,7 @@ def _set_element_orders(original: dict[str, Any], patch: dict[str, Any], schema:
         where = _join(path, key)
         if not isinstance(order, list):
             raise PatchError(f"{_join(path, directive)}: must be a list")
-        sub, meta = _field(schema, key)
+        sub, meta = field_schema(schema, key)
         patch_list = patch.pop(key, None) if isinstance(patch.get(key), list) else None
         current = original.get(key) if isinstance(original.get(key), list) else None
         if current is None and patch_list is None:
