@@ -21,7 +21,7 @@ from types import TracebackType
 from aiohttp import web
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
-from apiserver_mock.http import discovery, routes
+from apiserver_mock.http import discovery, openapi, routes
 from apiserver_mock.http.authn import CertAuthenticator
 from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
 from apiserver_mock.http.routes import Target
@@ -157,6 +157,12 @@ class HTTPFrontDoor:
             doc = discovery.resource_list(f"{parts[1]}/{parts[2]}")
         elif parts == ["version"]:
             doc = discovery.version_info()
+        elif parts == ["openapi", "v2"]:
+            doc = openapi.openapi_v2()
+        elif parts == ["openapi", "v3"]:
+            doc = openapi.openapi_v3_index()
+        elif parts[:2] == ["openapi", "v3"]:
+            doc = openapi.openapi_v3("/".join(parts[2:]))
         if doc is None:
             raise routes.not_found(path)
         return Reply(doc).response()
