@@ -1,0 +1,435 @@
+"""Server-side apply (`application/apply-patch+yaml`) and the managedFields of ordinary writes.
+
+Public API (stable; the HTTP routes call it). Objects are Kubernetes JSON dicts; nothing passed in
+is modified; `now` is an RFC 3339 time in seconds (`2026-01-02T03:04:05Z`).
+
+    server_side_apply(live: dict | None, applied: dict, manager: str, force: bool, now: str,
+                      *, subresource: str = "") -> dict
+        The object after `manager` applies `applied` to `live` (None: the object does not exist
+        yet), with metadata.managedFields updated. Raises ApplyConflict (HTTP 409) when another
+        manager owns a field this apply changes and `force` is false, ApplyError (a ValueError,
+        HTTP 400/422) for an applied configuration that cannot be applied.
+    record_update(old: dict | None, new: dict, manager: str, now: str,
+                  *, subresource: str = "") -> dict
+        `new` with managedFields as upstream records a non-apply write (create, update, patch)
+        by `manager`: an `Update` entry owning the fields it added or changed; other managers
+        lose the fields it changed or removed.
+
+Semantics are sigs.k8s.io/structured-merge-diff's (merge/update.go), simplified to what kse can
+honour:
+
+* managers are told apart by (manager, operation, subresource), as upstream does; an object that
+  has no managedFields yet is owned whole by `before-first-apply` (Update) at its first apply;
+* an apply owns exactly the fields it sets (leaves and list items: `apply_set`); a field another
+  manager owns and this apply sets to a *different* value is a conflict; the same value is shared
+  ownership; `force` takes the field over;
+* the applied configuration merges into the object (maps by key, `listType=map` lists by their
+  keys, sets by value, atomic lists and scalars replaced; `null` unsets a field it owns); a field
+  the manager applied before and no longer sends is removed, unless another manager owns it too;
+* the main resource ignores `status` and the status subresource only takes `status`, as upstream's
+  reset fields for pods and nodes do.
+
+Not done (said plainly): no conversion between versions (kse serves one version per kind), no
+`oldUpdatesManagerName` folding of more than ten Update managers, no duplicate-item handling
+beyond keeping the first of two list items with one key.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from apiserver_mock.http.fieldpath import (
+    MISSING,
+    Path,
+    apply_set,
+    changed_paths,
+    delete_path,
+    from_fields_v1,
+    get_path,
+    item_element,
+    path_string,
+    to_fields_v1,
+)
+from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
+
+__all__ = ["ApplyConflict", "ApplyError", "Conflict", "ManagerKey", "record_update", "server_side_apply"]
+
+APPLY = "Apply"
+UPDATE = "Update"
+BEFORE_FIRST_APPLY = "before-first-apply"
+
+
+class ApplyError(ValueError):
+    """An apply (or a write's managedFields) that cannot be honoured; the message names the field."""
+
+
+@dataclass(frozen=True)
+class ManagerKey:
+    """Who owns fields: one managedFields entry's identity."""
+
+    manager: str
+    operation: str
+    subresource: str = ""
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Another manager owns a field this apply changes."""
+
+    manager: ManagerKey
+    api_version: str
+    time: str
+    path: Path
+
+    @property
+    def field(self) -> str:
+        """The field as upstream prints it: .spec.containers[name="web"].image."""
+        return path_string(self.path)
+
+    def manager_text(self) -> str:
+        """Upstream's printManager: "mgr", with subresource and "using v1 at <time>" for updates."""
+        text = f'"{self.manager.manager}"'
+        if self.manager.subresource:
+            text += f' with subresource "{self.manager.subresource}"'
+        if self.manager.operation == UPDATE:
+            text += f" using {self.api_version}" + (f" at {self.time}" if self.time else "")
+        return text
+
+
+class ApplyConflict(Exception):
+    """The apply changes fields other managers own (HTTP 409, reason Conflict).
+
+    `message` is upstream's (k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager/internal/
+    conflict.go), and `causes()` the Status details' causes, one per conflicting field.
+    """
+
+    def __init__(self, conflicts: list[Conflict]) -> None:
+        self.conflicts = conflicts
+        self.message = _conflict_message(conflicts)
+        super().__init__(self.message)
+
+    def causes(self) -> list[dict[str, str]]:
+        """metav1.StatusCause entries: type FieldManagerConflict, the manager, the field."""
+        return [
+            {"type": "FieldManagerConflict", "message": f"conflict with {c.manager_text()}", "field": c.field}
+            for c in self.conflicts
+        ]
+
+
+def _conflict_message(conflicts: list[Conflict]) -> str:
+    if len(conflicts) == 1:
+        c = conflicts[0]
+        return f"Apply failed with 1 conflict: conflict with {c.manager_text()}: {c.field}"
+    by_manager: dict[str, list[str]] = {}
+    for c in conflicts:
+        by_manager.setdefault(c.manager_text(), []).append(c.field)
+    lines = []
+    for manager in sorted(by_manager):
+        lines.append(f"conflicts with {manager}:")
+        lines.extend(f"- {field}" for field in by_manager[manager])
+    return f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+
+
+# ---------------------------------------------------------------- managedFields in and out
+
+
+@dataclass
+class _Entry:
+    key: ManagerKey
+    api_version: str
+    time: str
+    fields: set[Path]
+
+
+def _read_entries(obj: dict[str, Any] | None) -> list[_Entry]:
+    if obj is None:
+        return []
+    raw = (obj.get("metadata") or {}).get("managedFields") or []
+    if not isinstance(raw, list):
+        raise ApplyError("metadata.managedFields: must be a list")
+    entries: list[_Entry] = []
+    for i, item in enumerate(raw):
+        where = f"metadata.managedFields[{i}]"
+        if not isinstance(item, dict):
+            raise ApplyError(f"{where}: must be an object")
+        if item.get("fieldsType", "FieldsV1") != "FieldsV1":
+            raise ApplyError(f'{where}.fieldsType: Unsupported value: "{item.get("fieldsType")}": "FieldsV1"')
+        try:
+            fields = from_fields_v1(item.get("fieldsV1") or {}, f"{where}.fieldsV1")
+        except ValueError as err:
+            raise ApplyError(str(err)) from None
+        operation = item.get("operation", "")
+        if operation not in (APPLY, UPDATE):
+            raise ApplyError(f'{where}.operation: Unsupported value: "{operation}": "Apply", "Update"')
+        key = ManagerKey(str(item.get("manager", "")), operation, str(item.get("subresource", "")))
+        entries.append(_Entry(key, str(item.get("apiVersion", "")), str(item.get("time", "")), fields))
+    return entries
+
+
+def _write_entries(obj: dict[str, Any], entries: list[_Entry]) -> None:
+    """Store the non-empty entries, ordered as upstream sorts them (operation, time, manager)."""
+    kept = [e for e in entries if e.fields]
+    kept.sort(key=lambda e: (e.key.operation, e.time, e.key.manager, e.api_version, e.key.subresource))
+    out = []
+    for e in kept:
+        entry: dict[str, Any] = {
+            "manager": e.key.manager,
+            "operation": e.key.operation,
+            "apiVersion": e.api_version,
+        }
+        if e.time:
+            entry["time"] = e.time
+        entry["fieldsType"] = "FieldsV1"
+        entry["fieldsV1"] = to_fields_v1(e.fields)
+        if e.key.subresource:
+            entry["subresource"] = e.key.subresource
+        out.append(entry)
+    meta = obj.setdefault("metadata", {})
+    if out:
+        meta["managedFields"] = out
+    else:
+        meta.pop("managedFields", None)
+
+
+def _prune(entries: list[_Entry], obj: dict[str, Any]) -> None:
+    """Forget owned paths the object no longer has."""
+    for e in entries:
+        e.fields = {p for p in e.fields if get_path(obj, p) is not MISSING}
+
+
+# ---------------------------------------------------------------- apply
+
+
+def _check_applied(applied: Any, live: dict[str, Any] | None, manager: str) -> Schema:
+    if not manager:
+        raise ApplyError("fieldManager: Required value: is required for apply requests")
+    if not isinstance(applied, dict):
+        raise ApplyError("the applied configuration must be an object")
+    for field in ("apiVersion", "kind"):
+        if not isinstance(applied.get(field), str) or not applied[field]:
+            raise ApplyError(f"{field}: Required value: must be set in an applied configuration")
+    schema = kind_schema(applied["kind"])
+    if schema is None:
+        raise ApplyError(f'kind: Unsupported value: "{applied["kind"]}" is not a kind kse serves')
+    meta = applied.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise ApplyError("metadata: must be an object")
+    if live is not None:
+        for field in ("apiVersion", "kind"):
+            if live.get(field) and live[field] != applied[field]:
+                raise ApplyError(f'{field}: Invalid value: "{applied[field]}": the object is a {live[field]}')
+    return schema
+
+
+def _scoped(applied: dict[str, Any], schema: Schema, subresource: str) -> dict[str, Any]:
+    """The part of `applied` this endpoint takes (reset fields: status only via /status)."""
+    if "status" not in _json_names(schema):
+        return applied
+    if subresource == "status":
+        meta = applied.get("metadata") or {}
+        head = {k: v for k, v in meta.items() if k in ("name", "namespace")}
+        return {k: applied[k] for k in ("apiVersion", "kind", "status") if k in applied} | {"metadata": head}
+    return {k: v for k, v in applied.items() if k != "status"}
+
+
+def _json_names(schema: Schema) -> set[str]:
+    fields = getattr(schema, "fields", ())
+    return {fd.json_name for fd in fields}
+
+
+def _differs(live_value: Any, applied_value: Any) -> bool:
+    return live_value is not MISSING and live_value != applied_value
+
+
+def server_side_apply(
+    live: dict[str, Any] | None,
+    applied: dict[str, Any],
+    manager: str,
+    force: bool,
+    now: str,
+    *,
+    subresource: str = "",
+) -> dict[str, Any]:
+    """`live` after `manager` applies `applied` (see the module doc)."""
+    schema = _check_applied(applied, live, manager)
+    config = _scoped(copy.deepcopy(applied), schema, subresource)
+    config.setdefault("metadata", {}).pop("managedFields", None)
+    mine = ManagerKey(manager, APPLY, subresource)
+    owned = apply_set(config, schema)
+
+    entries = _read_entries(live)
+    if live is not None and not entries:
+        entries = [
+            _Entry(
+                ManagerKey(BEFORE_FIRST_APPLY, UPDATE),
+                str(live.get("apiVersion", "")),
+                "",
+                apply_set(live, schema),
+            )
+        ]
+    previous = next((e.fields for e in entries if e.key == mine), set())
+    others = [e for e in entries if e.key != mine]
+
+    conflicts: list[tuple[_Entry, Path]] = []
+    if live is not None:
+        for e in others:
+            for path in sorted(owned & e.fields):
+                if path[-1][:2] in ("k:", "v:"):
+                    continue  # an item both keep is shared, not changed
+                if _differs(get_path(live, path), get_path(config, path)):
+                    conflicts.append((e, path))
+    if conflicts and not force:
+        raise ApplyConflict([Conflict(e.key, e.api_version, e.time, p) for e, p in conflicts])
+    for e, path in conflicts:
+        e.fields.discard(path)
+
+    merged = _merge(copy.deepcopy(live) if live is not None else {}, config, schema, None)
+    assert isinstance(merged, dict)
+    _keep_server_metadata(merged, live)
+    still_owned = set().union(*(e.fields for e in others)) if others else set()
+    for path in sorted(previous - owned - still_owned, key=len):
+        delete_path(merged, path)
+
+    entries = [*others, _Entry(mine, str(applied["apiVersion"]), now, owned)]
+    _prune(entries, merged)
+    _write_entries(merged, entries)
+    return merged
+
+
+def _keep_server_metadata(merged: dict[str, Any], live: dict[str, Any] | None) -> None:
+    """The server's own metadata stays the live object's whatever the configuration says."""
+    meta = merged.setdefault("metadata", {})
+    live_meta = (live or {}).get("metadata") or {}
+    for field in ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"):
+        if field in live_meta:
+            meta[field] = live_meta[field]
+        else:
+            meta.pop(field, None)
+
+
+def _merge(lhs: Any, rhs: Any, schema: Schema, meta: ListMeta | None) -> Any:
+    """The applied value `rhs` merged into the live value `lhs` (structured-merge-diff's merge)."""
+    if isinstance(rhs, dict) and isinstance(lhs, dict):
+        out = dict(lhs)
+        for key, value in rhs.items():
+            sub, sub_meta = field_schema(schema, key)
+            if value is None:
+                out.pop(key, None)
+                continue
+            merged = _merge(lhs.get(key, MISSING), value, sub, sub_meta)
+            out[key] = merged
+        return out
+    if (
+        isinstance(rhs, list)
+        and isinstance(lhs, list)
+        and meta is not None
+        and meta.list_type in ("map", "set")
+    ):
+        merged_list = _merge_items(lhs, rhs, schema, meta)
+        if merged_list is not None:
+            return merged_list
+    if isinstance(rhs, dict):
+        return _merge({}, rhs, schema, meta)
+    return copy.deepcopy(rhs)
+
+
+def _merge_items(lhs: list[Any], rhs: list[Any], schema: Schema, meta: ListMeta) -> list[Any] | None:
+    """Merge two keyed lists as structured-merge-diff's visitListItems does: live-only items keep
+    their places, shared and new items come in the applied list's order. None: some item has no
+    key (the list is then replaced)."""
+    lkeys = [item_element(i, meta) for i in lhs]
+    rkeys = [item_element(i, meta) for i in rhs]
+    if None in lkeys or None in rkeys:
+        return None
+    lmap: dict[str | None, Any] = {}
+    for key, item in zip(lkeys, lhs, strict=True):
+        lmap.setdefault(key, item)
+    rmap: dict[str | None, Any] = {}
+    for key, item in zip(rkeys, rhs, strict=True):
+        if key in rmap:
+            raise ApplyError(f"duplicate entries for key {path_string((str(key),))}")
+        rmap[key] = item
+    shared = [k for k in rkeys if k in lmap]
+    out: list[Any] = []
+    merged: set[str | None] = set()
+
+    def take(key: str | None) -> None:
+        merged.add(key)
+        out.append(_merge(lmap.get(key, MISSING), rmap[key], schema, None))
+        if shared and shared[0] == key:
+            shared.pop(0)
+
+    li = ri = 0
+    while li < len(lkeys) or ri < len(rkeys):
+        if li < len(lkeys) and ri < len(rkeys):
+            key = lkeys[li]
+            if key == rkeys[ri]:
+                take(key)
+                li, ri = li + 1, ri + 1
+                continue
+            if key in rmap and shared and shared[0] != key:
+                li += 1  # a shared item out of the applied order: it comes when the applied list has it
+                continue
+        if li < len(lkeys):
+            key = lkeys[li]
+            if key not in rmap:
+                out.append(lhs[li])
+                li += 1
+                continue
+            if key in merged:
+                li += 1
+                continue
+        if ri < len(rkeys):
+            take(rkeys[ri])
+            ri += 1
+            continue
+        li += 1  # unreachable: every applied item is merged once ri reaches the end
+    return out
+
+
+# ---------------------------------------------------------------- ordinary writes
+
+
+def record_update(
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    manager: str,
+    now: str,
+    *,
+    subresource: str = "",
+) -> dict[str, Any]:
+    """`new` with the managedFields of an ordinary write by `manager` (see the module doc).
+
+    The managedFields the client sent win when they differ from the stored ones (a client may
+    rewrite them, as upstream allows); `[{}]` clears them all; an empty list or none keeps them.
+    """
+    if not isinstance(new, dict):
+        raise ApplyError("the object must be a JSON object")
+    schema = kind_schema(str(new.get("kind") or (old or {}).get("kind") or ""))
+    out = copy.deepcopy(new)
+    sent = (out.get("metadata") or {}).get("managedFields")
+    stored = ((old or {}).get("metadata") or {}).get("managedFields")
+    if sent == [{}]:
+        out["metadata"].pop("managedFields", None)
+        return out
+    base = out if sent and sent != stored else old
+    entries = _read_entries(base)
+    changed, removed = changed_paths(old if old is not None else MISSING, out, schema)
+    mine = ManagerKey(manager or "unknown", UPDATE, subresource)
+    for e in entries:
+        if e.key != mine:
+            e.fields = {
+                p for p in e.fields if p not in changed and not any(p[: len(r)] == r for r in removed)
+            }
+    if changed:
+        entry = next((e for e in entries if e.key == mine), None)
+        if entry is None:
+            entry = _Entry(mine, str(out.get("apiVersion", "")), now, set())
+            entries.append(entry)
+        entry.fields |= changed
+        entry.time, entry.api_version = now, str(out.get("apiVersion", "")) or entry.api_version
+    _prune(entries, out)
+    _write_entries(out, entries)
+    return out
