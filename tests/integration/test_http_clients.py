@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,47 @@ async def test_security_matrix_over_https(apiserver: ApiServer, foreign_pki: PKI
         )
         code, body, _ = await http.call("GET", "/api/v1/namespaces/default/pods")
         assert code == 200
+
+
+def test_client_leaderelection_two_electors_never_lead_at_once(apiserver: ApiServer, tmp_path: Path):
+    """kubernetes.leaderelection with a LeaseLock on kse's Lease: each elector leads for a while and
+    then stops renewing; the other takes over only after the lease expired, never alongside it."""
+    from kubernetes.leaderelection import electionconfig, leaderelection
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    kubernetes.config.load_kube_config(config_file=str(apiserver.kubeconfig(tmp_path / "kc", "admin")))
+    terms: dict[str, list[float]] = {}
+    lock = threading.Lock()
+    hold_s = 2.5
+
+    def elector(identity: str) -> threading.Thread:
+        def started() -> None:
+            with lock:
+                terms[identity] = [time.monotonic()]
+            time.sleep(hold_s)
+            raise RuntimeError("done leading")  # stops renewing; run() returns after `stopped`
+
+        def stopped() -> None:
+            with lock:
+                terms[identity].append(time.monotonic())
+
+        config = electionconfig.Config(
+            LeaseLock("py-election", "default", identity),
+            lease_duration=2,
+            renew_deadline=1.5,
+            retry_period=1,
+            onstarted_leading=started,
+            onstopped_leading=stopped,
+        )
+        t = threading.Thread(target=leaderelection.LeaderElection(config).run, daemon=True)
+        t.start()
+        return t
+
+    threads = [elector("one"), elector("two")]
+    for t in threads:
+        t.join(timeout=40)
+    assert not any(t.is_alive() for t in threads), terms
+    (_, a_stop), (b_start, _) = sorted(terms.values())
+    assert a_stop <= b_start, f"two leaders at once: {terms}"
+    lease = kubernetes.client.CoordinationV1Api().read_namespaced_lease("py-election", "default")
+    assert lease.spec.holder_identity in ("one", "two") and lease.spec.renew_time is not None
