@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from google.protobuf.descriptor import Descriptor
 
 from apiserver_mock.http import openapi
+from apiserver_mock.http.apply import ApplyConflict, record_update, server_side_apply
 from apiserver_mock.http.listtypes import LISTS
 from apiserver_mock.http.strategic_merge import apply_patch
 from kse.objects.kinds import KINDS
@@ -305,9 +307,28 @@ class _DocServer:
         return web.json_response(self.live)
 
     async def patch_pod(self, request: web.Request) -> web.Response:
-        body = await request.json()
+        body = yaml.safe_load(await request.text())
         self.patches.append((request.content_type, request.query_string, body))
-        return web.json_response(apply_patch(self.live, body, "Pod"))
+        if request.content_type == "application/json-patch+json":
+            return web.json_response(self.live)  # kubectl's managedFields migration; not under test
+        if request.content_type != "application/apply-patch+yaml":
+            return web.json_response(apply_patch(self.live, body, "Pod"))
+        manager, force = request.query.get("fieldManager", ""), request.query.get("force") == "true"
+        try:
+            return web.json_response(
+                server_side_apply(self.live, body, manager, force, "2026-01-01T00:00:00Z")
+            )
+        except ApplyConflict as err:
+            status = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": err.message,
+                "reason": "Conflict",
+                "details": {"causes": err.causes()},
+                "code": 409,
+            }
+            return web.json_response(status, status=409)
 
 
 _APPLIED = {
@@ -419,3 +440,27 @@ async def test_kubectl_apply_patches_by_our_merge_keys(
         ],
         "tolerations": [{"key": "b", "operator": "Exists"}],
     }
+
+
+@needs_kubectl
+async def test_kubectl_server_side_apply_reports_conflicts_as_upstream(
+    doc_server: tuple[str, _DocServer], tmp_path: Path
+) -> None:
+    url, server = doc_server
+    server.live = record_update(None, server.live, "kubectl-client-side-apply", "2026-01-01T00:00:00Z")
+    changed = json.loads(json.dumps(_APPLIED))
+    changed["spec"]["containers"][0]["image"] = "nginx:2"
+    (tmp_path / "pod.json").write_text(json.dumps(changed))
+    code, out = await _kubectl(url, tmp_path, "apply", "--server-side", "-f", str(tmp_path / "pod.json"))
+    assert code != 0
+    assert 'Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using v1' in out
+    assert '.spec.containers[name="web"].image' in out
+    code, out = await _kubectl(
+        url, tmp_path, "apply", "--server-side", "--force-conflicts", "-f", str(tmp_path / "pod.json")
+    )
+    assert code == 0, out
+    applies = [(q, body) for t, q, body in server.patches if t == "application/apply-patch+yaml"]
+    assert "force=false" in applies[0][0]
+    query, body = applies[-1]
+    assert "fieldManager=kubectl" in query and "force=true" in query
+    assert body["spec"]["containers"][0]["image"] == "nginx:2"
