@@ -3,6 +3,7 @@ the security matrix over HTTPS."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import threading
@@ -183,3 +184,62 @@ def test_client_leaderelection_two_electors_never_lead_at_once(apiserver: ApiSer
     assert a_stop <= b_start, f"two leaders at once: {terms}"
     lease = kubernetes.client.CoordinationV1Api().read_namespaced_lease("py-election", "default")
     assert lease.spec.holder_identity in ("one", "two") and lease.spec.renew_time is not None
+
+
+async def test_client_elector_does_not_take_a_lease_a_kse_scheduler_renews(
+    apiserver: ApiServer, pki: PKI, tmp_path: Path
+):
+    """kse's election and client-go-style election agree on the Lease's fields and time format: an
+    elector of the official client waits while a kse scheduler holds and renews
+    kube-system/kube-scheduler, and takes it only after the scheduler has gone."""
+    from kubernetes.leaderelection import electionconfig, leaderelection
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    from tests.integration.test_scheduler_process import start_scheduler
+
+    sched = await start_scheduler(
+        apiserver, pki, tmp_path / "sched",
+        "--leader-elect=true", "--leader-elect-lease-duration", "3s",
+        "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "0.5s",
+    )  # fmt: skip
+    kubernetes.config.load_kube_config(config_file=str(apiserver.kubeconfig(tmp_path / "kc", "admin")))
+    coord = kubernetes.client.CoordinationV1Api()
+
+    def holder() -> str | None:
+        try:
+            return coord.read_namespaced_lease("kube-scheduler", "kube-system").spec.holder_identity
+        except kubernetes.client.ApiException:
+            return None
+
+    deadline = time.monotonic() + 30
+    while holder() != "scheduler-1":
+        assert time.monotonic() < deadline, "the kse scheduler never took the lease"
+        await asyncio.sleep(0.1)
+    led = threading.Event()
+
+    def started() -> None:
+        led.set()
+        raise RuntimeError("done")  # stop at once once leading
+
+    config = electionconfig.Config(
+        LeaseLock("kube-scheduler", "kube-system", "python-elector"),
+        lease_duration=3, renew_deadline=2, retry_period=1,
+        onstarted_leading=started, onstopped_leading=lambda: None,
+    )  # fmt: skip
+    thread = threading.Thread(target=leaderelection.LeaderElection(config).run, daemon=True)
+    thread.start()
+    try:
+        # Three lease durations while the scheduler renews: the elector must stay a follower
+        # (an observation window, checked throughout, not a wait for something to happen).
+        window_end = time.monotonic() + 9
+        while time.monotonic() < window_end:
+            assert not led.is_set(), "the client elector took a lease the kse scheduler was renewing"
+            await asyncio.to_thread(led.wait, 0.2)
+        assert holder() == "scheduler-1"
+    finally:
+        await sched.stop()
+    deadline = time.monotonic() + 30
+    while not led.is_set():
+        assert time.monotonic() < deadline, "the client elector never took the released lease"
+        await asyncio.sleep(0.1)
+    await asyncio.to_thread(thread.join, 10)
