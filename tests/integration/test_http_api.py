@@ -429,3 +429,30 @@ async def test_leases_optimistic_concurrency_and_fencing_header(apiserver: ApiSe
         assert code == 404
         code, body, _ = await http.call("POST", NS_PODS, pod_body("x"), headers={"X-Kse-Fence": "garbage"})
         assert code == 400 and "X-Kse-Fence" in body["message"]
+
+
+async def test_http_writes_are_audited_like_grpc(apiserver_factory, tmp_path):
+    from kse.audit import read_audit_log
+
+    audit = tmp_path / "audit.jsonl"
+    server = await apiserver_factory("--audit-log", str(audit))
+    async with http_client(server) as http:
+        code, pod, _ = await http.call("POST", NS_PODS, pod_body("audited"))
+        assert code == 201
+        code, _, _ = await http.call("POST", NS_PODS, pod_body("audited"))
+        assert code == 409
+        code, _, _ = await http.call("GET", f"{NS_PODS}/audited")  # reads are not audited
+    async with http_client(server, "scheduler-1") as http:
+        code, _, _ = await http.call("DELETE", "/api/v1/nodes/x")
+        assert code == 403
+    records = list(read_audit_log(audit))
+    summary = [(r.user, r.verb, r.resource, r.name, r.code) for r in records]
+    assert summary == [
+        ("kse:admin", "create", "pods", "audited", "OK"),
+        ("kse:admin", "create", "pods", "audited", "ALREADY_EXISTS"),
+        ("system:kube-scheduler", "delete", "nodes", "x", "PERMISSION_DENIED"),
+    ]
+    assert (
+        records[0].revision == int(pod["metadata"]["resourceVersion"])
+        and records[0].uid == pod["metadata"]["uid"]
+    )
