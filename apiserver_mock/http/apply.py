@@ -14,6 +14,11 @@ is modified; `now` is an RFC 3339 time in seconds (`2026-01-02T03:04:05Z`).
         `new` with managedFields as upstream records a non-apply write (create, update, patch)
         by `manager`: an `Update` entry owning the fields it added or changed; other managers
         lose the fields it changed or removed.
+    parse_applied(body: bytes) -> dict
+        The applied configuration of an apply request body (YAML or JSON); ApplyError if it is
+        not one object.
+    ApplyConflict.status() -> dict
+        The metav1.Status kube-apiserver answers with the conflicts (409, reason Conflict).
 
 Semantics are sigs.k8s.io/structured-merge-diff's (merge/update.go), simplified to what kse can
 honour:
@@ -40,6 +45,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from apiserver_mock.http.fieldpath import (
     MISSING,
     Path,
@@ -54,7 +61,15 @@ from apiserver_mock.http.fieldpath import (
 )
 from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
 
-__all__ = ["ApplyConflict", "ApplyError", "Conflict", "ManagerKey", "record_update", "server_side_apply"]
+__all__ = [
+    "ApplyConflict",
+    "ApplyError",
+    "Conflict",
+    "ManagerKey",
+    "parse_applied",
+    "record_update",
+    "server_side_apply",
+]
 
 APPLY = "Apply"
 UPDATE = "Update"
@@ -116,6 +131,19 @@ class ApplyConflict(Exception):
             {"type": "FieldManagerConflict", "message": f"conflict with {c.manager_text()}", "field": c.field}
             for c in self.conflicts
         ]
+
+    def status(self) -> dict[str, Any]:
+        """The whole 409 body, as errors.NewApplyConflict builds it (no name or kind in details)."""
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": "Conflict",
+            "details": {"causes": self.causes()},
+            "code": 409,
+        }
 
 
 def _conflict_message(conflicts: list[Conflict]) -> str:
@@ -200,6 +228,19 @@ def _prune(entries: list[_Entry], obj: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------- apply
+
+
+def parse_applied(body: bytes) -> dict[str, Any]:
+    """The applied configuration in an `application/apply-patch+yaml` body (YAML; JSON is YAML)."""
+    try:
+        text = body.decode("utf-8")
+        loaded = yaml.safe_load(text) if text.strip() else None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ApplyError(f"error decoding YAML: {err}") from None
+    if not isinstance(loaded, dict):
+        got = "nothing" if loaded is None else type(loaded).__name__
+        raise ApplyError(f"the applied configuration must be one YAML or JSON object, got {got}")
+    return loaded
 
 
 def _check_applied(applied: Any, live: dict[str, Any] | None, manager: str) -> Schema:

@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from apiserver_mock.http.apply import ApplyConflict, ApplyError, record_update, server_side_apply
+from apiserver_mock.http.apply import (
+    ApplyConflict,
+    ApplyError,
+    parse_applied,
+    record_update,
+    server_side_apply,
+)
 from apiserver_mock.http.fieldpath import from_fields_v1, path_string, to_fields_v1
 from kse.objects.manifest import load_manifests, to_dict
 
@@ -355,3 +361,16 @@ def test_fields_v1_round_trips_and_paths_print_as_upstream() -> None:
     assert path_string(("f:metadata", "f:finalizers", 'v:"a"')) == '.metadata.finalizers[="a"]'
     with pytest.raises(ValueError, match=r'"\." must map to an empty object'):
         from_fields_v1({"f:a": {".": {"x": {}}}})
+
+
+def test_apply_bodies_are_yaml_or_json_objects() -> None:
+    assert parse_applied(b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")["metadata"] == {"name": "p"}
+    assert parse_applied(json.dumps(_config()).encode()) == _config()
+    for body, message in (
+        (b"", "got nothing"),
+        (b"- a", "got list"),
+        (b"a: [", "error decoding YAML"),
+        (b"\xff", "YAML"),
+    ):
+        with pytest.raises(ApplyError, match=message):
+            parse_applied(body)
