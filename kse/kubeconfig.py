@@ -19,6 +19,10 @@ import yaml
 from kse.fileio import write_atomic
 
 
+def _absolute(path: str | os.PathLike[str]) -> str:
+    return str(Path(path).expanduser().resolve())
+
+
 def kubeconfig_dict(
     server_url: str,
     ca_file: str | os.PathLike[str],
@@ -29,7 +33,7 @@ def kubeconfig_dict(
     tls_server_name: str | None = "localhost",
 ) -> dict[str, Any]:
     """The kubeconfig (clientcmd v1 Config) as a dict; paths made absolute."""
-    cluster: dict[str, Any] = {"server": server_url, "certificate-authority": str(Path(ca_file).resolve())}
+    cluster: dict[str, Any] = {"server": server_url, "certificate-authority": _absolute(ca_file)}
     if tls_server_name:
         cluster["tls-server-name"] = tls_server_name
     context = f"{user}@{cluster_name}"
@@ -41,8 +45,8 @@ def kubeconfig_dict(
             {
                 "name": user,
                 "user": {
-                    "client-certificate": str(Path(cert_file).resolve()),
-                    "client-key": str(Path(key_file).resolve()),
+                    "client-certificate": _absolute(cert_file),
+                    "client-key": _absolute(key_file),
                 },
             }
         ],
