@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.fixtures.apiserver import ApiServer
@@ -456,3 +458,20 @@ async def test_http_writes_are_audited_like_grpc(apiserver_factory, tmp_path):
         records[0].revision == int(pod["metadata"]["resourceVersion"])
         and records[0].uid == pod["metadata"]["uid"]
     )
+
+
+async def test_too_many_requests_answers_429_with_retry_after(apiserver_factory):
+    server = await apiserver_factory("--http-max-inflight", "1")
+    async with http_client(server) as http:
+        # Consistent lists wait for etcd, so with 30 in flight at once all but the first find the
+        # single slot taken; watches are long-running and do not count.
+        watch_resp = await http.stream(f"{NS_PODS}?watch=true")
+        try:
+            results = await asyncio.gather(*(http.call("GET", NS_PODS) for _ in range(30)))
+        finally:
+            watch_resp.close()
+    codes = [code for code, _, _ in results]
+    assert set(codes) == {200, 429}, codes
+    _, body, headers = next(r for r in results if r[0] == 429)
+    assert body["reason"] == "TooManyRequests" and headers["Retry-After"] == "1"
+    assert body["details"] == {"retryAfterSeconds": 1}
