@@ -14,8 +14,9 @@ from typing import Any
 from aiohttp import web
 from google.protobuf.message import Message
 
-from apiserver_mock.errors import Conflict, NotFound
-from apiserver_mock.http import codec, params, patch, strategic_merge, tables
+from apiserver_mock import errors
+from apiserver_mock.errors import AlreadyExists, Conflict, NotFound
+from apiserver_mock.http import apply, codec, params, patch, strategic_merge, tables
 from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.routes import Target
 from apiserver_mock.http.status import MethodNotAllowed, UnsupportedMediaType, success_body
@@ -23,6 +24,7 @@ from apiserver_mock.http.watch import serve_watch
 from apiserver_mock.service import ResourcesService
 from certs.identity import Identity
 from kse.objects.kinds import Kind
+from kse.objects.timeutil import now_rfc3339
 from proto import kse_pb2 as pb
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -31,7 +33,7 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 UNKNOWN_FORMAT = (
     "the body of the request was in an unknown format - accepted media types include: "
-    f"{MERGE_PATCH}, {JSON_PATCH}, {STRATEGIC_PATCH}"
+    f"{MERGE_PATCH}, {JSON_PATCH}, {STRATEGIC_PATCH}, {APPLY_PATCH}"
 )
 OBJECT_NAME = "kse.object_name"  # request key: the name a POST body gave, for error details
 PATCH_ATTEMPTS = 5  # kube-apiserver's patcher retries a conflicting update this often
@@ -137,17 +139,23 @@ class Handlers:
     async def create(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
         if t.kind.namespaced and not t.namespace:
             raise MethodNotAllowed(f"POST is not supported on {t.kind.resource} across all namespaces")
-        _, msg, unknown = codec.body_object(body, t.kind)
+        raw, msg, unknown = codec.body_object(body, t.kind)
         warnings = self._prepare(request, t, msg, unknown)
         request[OBJECT_NAME] = msg.metadata.name  # type: ignore[attr-defined]  # for error details
+        msg = self._managed(request, t, None, raw, msg)
         req = pb.WriteRequest(fence=self._fence(request), dry_run=params.dry_run(request.query))
         getattr(req.object, t.kind.field).CopyFrom(msg)
         data, _ = await self.call("Create", ident, req)
         return Reply(codec.object_json(data), 201, warnings).response()
 
     async def update(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
-        _, msg, unknown = codec.body_object(body, t.kind)
+        raw, msg, unknown = codec.body_object(body, t.kind)
         warnings = self._prepare(request, t, msg, unknown)
+        try:
+            old = codec.object_json((await self._read(ident, t))[0])
+        except NotFound:
+            old = None  # the update answers 404 itself
+        msg = self._managed(request, t, old, raw, msg)
         data = await self._update(request, ident, t, msg)
         return Reply(codec.object_json(data), 200, warnings).response()
 
@@ -156,6 +164,27 @@ class Handlers:
         getattr(req.object, t.kind.field).CopyFrom(msg)
         data, _ = await self.call("UpdateStatus" if t.subresource == "status" else "Update", ident, req)
         return data
+
+    async def _read(self, ident: Identity, t: Target) -> tuple[bytes, int]:
+        return await self.call(
+            "Get", ident, pb.GetRequest(resource=t.kind.resource, namespace=t.namespace, name=t.name)
+        )
+
+    def _managed(
+        self, request: web.Request, t: Target, old: dict[str, Any] | None, new: dict[str, Any], msg: Message
+    ) -> Message:
+        """`msg` with metadata.managedFields as upstream records a non-apply write by the request's
+        field manager (`apply.record_update`), keeping the name and namespace `_prepare` settled."""
+        manager = field_manager(request, required=False)
+        try:
+            recorded = apply.record_update(old, new, manager, now_rfc3339(), subresource=t.subresource)
+        except apply.ApplyError as e:
+            raise BadRequest(str(e)) from None
+        out = codec.message_from_dict(recorded, t.kind)
+        meta: pb.ObjectMeta = out.metadata  # type: ignore[attr-defined]
+        src: pb.ObjectMeta = msg.metadata  # type: ignore[attr-defined]
+        meta.name, meta.namespace = src.name, src.namespace
+        return out
 
     @staticmethod
     def _fence(request: web.Request) -> pb.FenceToken | None:
@@ -269,18 +298,19 @@ class Handlers:
 
     async def patch(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
         """Read, patch the JSON, update with the read resourceVersion as precondition; on a conflict
-        read again and re-apply (unless the patch itself pinned a resourceVersion)."""
+        read again and re-apply (unless the patch itself pinned a resourceVersion), as
+        kube-apiserver's patcher (`k8s.io/apiserver/pkg/endpoints/handlers/patch.go`)."""
         content_type = request.content_type
+        if content_type == APPLY_PATCH:
+            return await self._server_side_apply(request, ident, t, body)
         apply_fn = _patcher(content_type, t.kind)
-        patch_doc = codec.decode_json(body) if content_type != APPLY_PATCH else body
+        patch_doc = codec.decode_json(body)
         pinned = isinstance(patch_doc, dict) and bool(
             (patch_doc.get("metadata") or {}).get("resourceVersion")
         )
         mode = codec.field_validation(request.query.get("fieldValidation", ""))
         for attempt in range(PATCH_ATTEMPTS):
-            current, _ = await self.call(
-                "Get", ident, pb.GetRequest(resource=t.kind.resource, namespace=t.namespace, name=t.name)
-            )
+            current, _ = await self._read(ident, t)
             doc = codec.object_json(current)
             read_rv = doc["metadata"].get("resourceVersion", "")
             patched = apply_fn(doc, patch_doc, request)
@@ -296,6 +326,7 @@ class Handlers:
                 raise codec.strict_error(unknown)
             msg = codec.message_from_dict(patched, t.kind)
             self._prepare_patched(t, msg)
+            msg = self._managed(request, t, doc, patched, msg)
             try:
                 data = await self._update(request, ident, t, msg)
             except Conflict:
@@ -307,11 +338,83 @@ class Handlers:
             ).response()
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _server_side_apply(
+        self, request: web.Request, ident: Identity, t: Target, body: bytes
+    ) -> web.Response:
+        """`kubectl apply --server-side`: merge the applied configuration into the live object (or
+        create it) with field ownership (`apply.server_side_apply`); 409 on a field conflict unless
+        `force=true`. Retries on a resourceVersion conflict as a patch does."""
+        manager = field_manager(request, required=True)
+        force = params.flag(request.query, "force")
+        try:
+            applied = apply.parse_applied(body)
+        except apply.ApplyError as e:
+            raise BadRequest(str(e)) from None
+        mode = codec.field_validation(request.query.get("fieldValidation", ""))
+        unknown = codec.unknown_of(applied, t.kind)
+        if unknown and mode == "Strict":
+            raise codec.strict_error(unknown)
+        warnings = codec.warnings_for(unknown) if mode == "Warn" else []
+        for attempt in range(PATCH_ATTEMPTS):
+            try:
+                live: dict[str, Any] | None = codec.object_json((await self._read(ident, t))[0])
+            except NotFound:
+                live = None
+            try:
+                result = apply.server_side_apply(
+                    live, applied, manager, force, now_rfc3339(), subresource=t.subresource
+                )
+            except apply.ApplyConflict as e:
+                return Reply(e.status(), 409).response()
+            except apply.ApplyError as e:
+                raise BadRequest(str(e)) from None
+            meta = result.setdefault("metadata", {})
+            meta["name"] = t.name
+            if t.kind.namespaced:
+                meta["namespace"] = t.namespace
+            msg = codec.message_from_dict(result, t.kind)
+            req = pb.WriteRequest(fence=self._fence(request), dry_run=params.dry_run(request.query))
+            if live is None:
+                if t.subresource:
+                    raise NotFound(f'{t.kind.resource} "{t.name}" not found')
+                msg.metadata.resource_version = ""  # type: ignore[attr-defined]
+                getattr(req.object, t.kind.field).CopyFrom(msg)
+                try:
+                    data, _ = await self.call("Create", ident, req)
+                except AlreadyExists:
+                    continue  # created meanwhile: apply to it
+                return Reply(codec.object_json(data), 201, warnings).response()
+            msg.metadata.resource_version = live["metadata"].get("resourceVersion", "")  # type: ignore[attr-defined]
+            try:
+                data = await self._update(request, ident, t, msg)
+            except Conflict:
+                if attempt == PATCH_ATTEMPTS - 1:
+                    raise
+                continue
+            return Reply(codec.object_json(data), 200, warnings).response()
+        raise errors.conflict(t.kind, t.name, errors.MODIFIED)
+
     @staticmethod
     def _prepare_patched(t: Target, msg: Message) -> None:
         meta: pb.ObjectMeta = msg.metadata  # type: ignore[attr-defined]
         if meta.name != t.name or (t.kind.namespaced and meta.namespace != t.namespace):
             raise BadRequest("metadata.name and metadata.namespace cannot be changed by a patch")
+
+
+def field_manager(request: web.Request, *, required: bool) -> str:
+    """The write's field manager: `?fieldManager=`, else (not for apply) the User-Agent's product,
+    as upstream's `prefixFromUserAgent` (`kubectl/v1.32.4 (linux/amd64) ...` -> `kubectl`)."""
+    manager = request.query.get("fieldManager", "")
+    if not manager:
+        if required:
+            raise BadRequest(
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                "is required for apply patch"
+            )
+        manager = request.headers.get("User-Agent", "").split("/", 1)[0] or "unknown"
+    if len(manager) > 128:
+        raise BadRequest(f"fieldManager: Too long: may not be more than 128 bytes, got {len(manager)}")
+    return manager
 
 
 def _strategic(doc: dict[str, Any], p: Any, kind: Kind) -> dict[str, Any]:

@@ -152,3 +152,21 @@ def test_nodes_taint_cordon_events(kubeconfig: Path, tmp_path: Path):
     assert "Tested" in out.stdout and "hello" in out.stdout, out.stderr
     out = kubectl(kubeconfig, "get", "events")
     assert "Tested" in out.stdout
+
+
+def test_server_side_apply_records_managers_and_reports_conflicts(kubeconfig: Path, tmp_path: Path):
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD_YAML)
+    out = kubectl(kubeconfig, "apply", "--server-side", "-f", str(manifest))
+    assert "pod/web serverside-applied" in out.stdout, out.stderr
+    pod = json.loads(kubectl(kubeconfig, "get", "pod", "web", "-o", "json", "--show-managed-fields").stdout)
+    managers = {(m["manager"], m["operation"]) for m in pod["metadata"]["managedFields"]}
+    assert ("kubectl", "Apply") in managers
+    # Another manager takes the label over; kubectl's apply of a different value conflicts.
+    kubectl(kubeconfig, "label", "pod", "web", "app=other", "--overwrite")
+    out = kubectl(kubeconfig, "apply", "--server-side", "-f", str(manifest), check=False)
+    assert out.returncode != 0 and "conflict" in out.stderr.lower(), out.stderr
+    out = kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+    assert "serverside-applied" in out.stdout
+    pod = json.loads(kubectl(kubeconfig, "get", "pod", "web", "-o", "json").stdout)
+    assert pod["metadata"]["labels"]["app"] == "web"
