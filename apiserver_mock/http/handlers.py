@@ -110,10 +110,10 @@ class Handlers:
         )
         setattr(lreq, "continue", q.get("continue", ""))
         data, _ = await self.call("List", ident, lreq)
-        lst = codec.list_json(t.kind, data)
         if table is not None:
+            lst = codec.list_json(t.kind, data)
             return Reply(tables.table(t.kind.resource, lst["items"], table, lst["metadata"])).response()
-        return Reply(lst).response()
+        return web.Response(body=codec.list_text(t.kind, data), content_type="application/json")
 
     # ------------------------------------------------------------------ writes
 

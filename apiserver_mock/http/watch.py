@@ -25,6 +25,7 @@ from apiserver_mock.http import tables
 from apiserver_mock.http.status import http_error
 from apiserver_mock.service import ResourcesService
 from apiserver_mock.watchcache.watcher import WatchClosed
+from apiserver_mock.wire import length_delimited_fields
 from certs.identity import Identity
 from kse.objects.kinds import Kind
 from kse.objects.manifest import to_dict
@@ -46,6 +47,23 @@ def bookmark_object(kind: Kind, revision: str, initial_end: bool) -> dict[str, A
     if initial_end:
         meta["annotations"] = {INITIAL_EVENTS_END: "true"}
     return {"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta}
+
+
+def _events(batch: bytes) -> list[tuple[str, bytes, str]]:
+    """(type, serialized Object or b"", resourceVersion) of each WatchEvent in a serialized batch,
+    the object's bytes kept exactly as the cache shares them (the JSON cache's key)."""
+    out = []
+    for _, event in length_delimited_fields(batch):
+        event_type, obj_wire, revision = "", b"", ""
+        for number, payload in length_delimited_fields(event):
+            if number == 1:
+                event_type = payload.decode()
+            elif number == 2:
+                obj_wire = payload
+            elif number == 3:
+                revision = payload.decode()
+        out.append((event_type, obj_wire, revision))
+    return out
 
 
 async def _start(request: web.Request) -> web.StreamResponse:
