@@ -171,10 +171,13 @@ class _Entry:
     fields: set[Path]
 
 
+def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    meta = (obj or {}).get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _read_entries(obj: dict[str, Any] | None) -> list[_Entry]:
-    if obj is None:
-        return []
-    raw = (obj.get("metadata") or {}).get("managedFields") or []
+    raw = _meta(obj).get("managedFields") or []
     if not isinstance(raw, list):
         raise ApplyError("metadata.managedFields: must be a list")
     entries: list[_Entry] = []
@@ -254,8 +257,7 @@ def _check_applied(applied: Any, live: dict[str, Any] | None, manager: str) -> S
     schema = kind_schema(applied["kind"])
     if schema is None:
         raise ApplyError(f'kind: Unsupported value: "{applied["kind"]}" is not a kind kse serves')
-    meta = applied.get("metadata")
-    if meta is not None and not isinstance(meta, dict):
+    if "metadata" in applied and not isinstance(applied["metadata"], dict):
         raise ApplyError("metadata: must be an object")
     if live is not None:
         for field in ("apiVersion", "kind"):
@@ -342,7 +344,7 @@ def server_side_apply(
 def _keep_server_metadata(merged: dict[str, Any], live: dict[str, Any] | None) -> None:
     """The server's own metadata stays the live object's whatever the configuration says."""
     meta = merged.setdefault("metadata", {})
-    live_meta = (live or {}).get("metadata") or {}
+    live_meta = _meta(live)
     for field in ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"):
         if field in live_meta:
             meta[field] = live_meta[field]
@@ -448,10 +450,12 @@ def record_update(
     """
     if not isinstance(new, dict):
         raise ApplyError("the object must be a JSON object")
+    if not isinstance(new.get("metadata", {}), dict):
+        raise ApplyError("metadata: must be an object")
     schema = kind_schema(str(new.get("kind") or (old or {}).get("kind") or ""))
     out = copy.deepcopy(new)
-    sent = (out.get("metadata") or {}).get("managedFields")
-    stored = ((old or {}).get("metadata") or {}).get("managedFields")
+    sent = _meta(out).get("managedFields")
+    stored = _meta(old).get("managedFields")
     if sent == [{}]:
         out["metadata"].pop("managedFields", None)
         return out

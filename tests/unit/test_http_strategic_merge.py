@@ -8,10 +8,13 @@ must give `Result`), the rest the served kinds' own strategies from k8s.io/api/c
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 from google.protobuf.descriptor import Descriptor
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from apiserver_mock.http.listtypes import LISTS, list_meta
 from apiserver_mock.http.strategic_merge import PatchError, apply_patch
@@ -431,3 +434,39 @@ def test_table_rows_are_consistent() -> None:
             assert meta.map_keys and meta.patch_merge_key in meta.map_keys, (message, field)
         else:
             assert not meta.map_keys and meta.patch_merge_key is None, (message, field)
+
+
+# ---------------------------------------------------------------- arbitrary input never crashes
+
+_KEYS = st.sampled_from(
+    [
+        "spec", "metadata", "status", "containers", "initContainers", "name", "image", "args", "ports",
+        "containerPort", "env", "labels", "finalizers", "tolerations", "conditions", "type", "a",
+        "$patch", "$retainKeys", "$setElementOrder/containers", "$setElementOrder/finalizers",
+        "$deleteFromPrimitiveList/finalizers",
+    ]
+)  # fmt: skip
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["a", "web", "replace", "delete"])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=20,
+)
+_LIVE = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "d", "labels": {"a": "b"}, "finalizers": ["x"]},
+    "spec": {"containers": [{"name": "web", "image": "i", "ports": [{"containerPort": 80}], "args": ["a"]}]},
+}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5))
+def test_any_patch_applies_or_raises_patch_error(patch: dict[str, Any]) -> None:
+    try:
+        out = apply_patch(_LIVE, patch, "Pod")
+    except PatchError:
+        return
+    json.dumps(out)
