@@ -36,7 +36,10 @@ UNKNOWN_FORMAT = (
     f"{MERGE_PATCH}, {JSON_PATCH}, {STRATEGIC_PATCH}, {APPLY_PATCH}"
 )
 OBJECT_NAME = "kse.object_name"  # request key: the name a POST body gave, for error details
-PATCH_ATTEMPTS = 5  # kube-apiserver's patcher retries a conflicting update this often
+PATCH_ATTEMPTS = 5
+CREATED_STATUS = json.dumps(
+    success_body(201), separators=(",", ":")
+).encode()  # binding, eviction  # kube-apiserver's patcher retries a conflicting update this often
 
 
 @dataclass
@@ -191,8 +194,7 @@ class Handlers:
         return params.fence_token(request.headers.get(params.FENCE_HEADER))
 
     async def bind(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
-        binding = codec.parse_plain(codec.decode_json(body), pb.Binding(), "Binding")
-        assert isinstance(binding, pb.Binding)
+        binding = codec.binding_from(codec.decode_json(body))
         binding.metadata.namespace = binding.metadata.namespace or t.namespace
         binding.metadata.name = binding.metadata.name or t.name
         if binding.metadata.name != t.name or binding.metadata.namespace != t.namespace:
@@ -200,7 +202,7 @@ class Handlers:
         if params.dry_run(request.query):
             raise BadRequest("dryRun is not supported for pods/binding")
         await self.call("Bind", ident, pb.BindRequest(binding=binding, fence=self._fence(request)))
-        return Reply(success_body(201), 201).response()
+        return web.Response(body=CREATED_STATUS, status=201, content_type="application/json")
 
     async def evict(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
         raw = codec.decode_json(body)

@@ -303,3 +303,16 @@ def test_kubeconfig_references_files_by_path(tmp_path: Path) -> None:
         "cluster": "kse",
         "user": "admin",
     }
+
+
+def test_binding_body() -> None:
+    from apiserver_mock.http.codec import binding_from
+
+    b = binding_from(
+        {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "uid": "u"},
+         "target": {"kind": "Node", "name": "n1"}, "extra": 1}
+    )  # fmt: skip
+    assert (b.metadata.name, b.metadata.uid, b.target.kind, b.target.name) == ("p", "u", "Node", "n1")
+    for bad in ([], {"target": "n1"}, {"target": {"name": 3}}, {"metadata": {"name": None, "uid": 1}}):
+        with pytest.raises(BadRequest, match=r"Binding"):
+            binding_from(bad)
