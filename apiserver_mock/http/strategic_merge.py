@@ -300,6 +300,8 @@ def _set_element_orders(original: dict[str, Any], patch: dict[str, Any], schema:
             raise PatchError(f"{_join(path, directive)}: must be a list")
         sub, meta = field_schema(schema, key)
         patch_list = patch.pop(key, None) if isinstance(patch.get(key), list) else None
+        if patch_list is not None:
+            _check_order(patch_list, order, meta.patch_merge_key if meta is not None else None, where)
         current = original.get(key) if isinstance(original.get(key), list) else None
         if current is None and patch_list is None:
             continue
@@ -319,3 +321,17 @@ def _set_element_orders(original: dict[str, Any], patch: dict[str, Any], schema:
             for i, item in enumerate(order):
                 _require_key(item, merge_key, f"{_join(path, directive)}[{i}]")
         original[key] = _normalize_order(merged, order, list(server_order), merge_key)
+
+
+def _check_order(patch_list: list[Any], order: list[Any], key: str | None, path: str) -> None:
+    """The patch's items must appear in `$setElementOrder` in the same relative order
+    (patch.go validatePatchWithSetOrderList); deletions and directives are not ordered."""
+    items = [i for i in patch_list if not (isinstance(i, dict) and DIRECTIVE in i)]
+    j = 0
+    for item in items:
+        ident = _identity(item, key if isinstance(item, dict) else None)
+        while j < len(order) and _identity(order[j], key if isinstance(order[j], dict) else None) != ident:
+            j += 1
+        if j == len(order):
+            raise PatchError(f"{path}: the order in the patch list doesn't match the $setElementOrder list")
+        j += 1

@@ -306,6 +306,25 @@ def test_what_kubectl_apply_sends_changes_an_image_and_keeps_the_order() -> None
     assert out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] == "{...}"
 
 
+def test_set_element_order_must_agree_with_the_patch_list() -> None:
+    # patch_test.go "should check if order in $setElementOrder and patch list match"
+    live = _pod([{"name": "1"}, {"name": "3"}, {"name": "2"}])
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "1"}, {"name": "2"}, {"name": "3"}],
+            "containers": [{"name": "3", "image": "c"}, {"name": "1", "image": "a"}],
+        }
+    }
+    with pytest.raises(PatchError, match="doesn't match the \\$setElementOrder list"):
+        apply_patch(live, patch, "Pod")
+    patch["spec"]["containers"].reverse()
+    assert _names(apply_patch(live, patch, "Pod")) == ["1", "2", "3"]
+    live["metadata"]["finalizers"] = ["1", "3", "2"]
+    bad = {"metadata": {"$setElementOrder/finalizers": ["1", "2", "3"], "finalizers": ["3", "1"]}}
+    with pytest.raises(PatchError, match="doesn't match"):
+        apply_patch(live, bad, "Pod")
+
+
 def test_set_element_order_of_scalars() -> None:
     live = _pod([{"name": "a"}])
     live["metadata"]["finalizers"] = ["a", "b", "c"]
