@@ -56,9 +56,21 @@ def test_get_create_describe_delete(kubeconfig: Path, tmp_path: Path):
         "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"
     ]  # fmt: skip
     out = kubectl(kubeconfig, "get", "pod", "web", "-o", "json")
-    assert json.loads(out.stdout)["metadata"]["labels"] == {"app": "web"}
+    pod = json.loads(out.stdout)
+    assert pod["metadata"]["labels"] == {"app": "web"}
+    event = tmp_path / "event.yaml"
+    event.write_text(
+        "apiVersion: v1\nkind: Event\nmetadata: {name: web.1, namespace: default}\n"
+        f"involvedObject: {{kind: Pod, name: web, namespace: default, uid: {pod['metadata']['uid']}}}\n"
+        "reason: FailedScheduling\nmessage: 0/0 nodes are available\ntype: Warning\n"
+        "source: {component: default-scheduler}\ncount: 1\n"
+    )
+    kubectl(kubeconfig, "create", "-f", str(event))
     out = kubectl(kubeconfig, "describe", "pod", "web")
     assert "Name:" in out.stdout and "web" in out.stdout and "nginx" in out.stdout
+    # describe finds the pod's events by involvedObject field selectors.
+    events = out.stdout.split("Events:", 1)[1]
+    assert "FailedScheduling" in events and "0/0 nodes are available" in events, out.stdout
     out = kubectl(kubeconfig, "delete", "pod", "web", "--wait=false")
     assert 'pod "web" deleted' in out.stdout
     out = kubectl(kubeconfig, "get", "pod", "web", check=False)
