@@ -105,6 +105,8 @@ def decode_json(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise BadRequest(f"the request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadRequest("the request body is not valid JSON: nested too deeply") from None
 
 
 def body_object(body: bytes | Any, kind: Kind) -> tuple[dict[str, Any], Message, list[str]]:

@@ -23,6 +23,7 @@ from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
 from apiserver_mock.http import discovery, openapi, routes
 from apiserver_mock.http.authn import CertAuthenticator
+from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
 from apiserver_mock.http.routes import Target
 from apiserver_mock.http.status import EntityTooLarge, MethodNotAllowed, Subject, TooManyRequests, http_error
@@ -122,6 +123,8 @@ class HTTPFrontDoor:
             subject = Subject(target.kind, target.name, target.subresource)
             return await self._resource(request, ident, target)
         except Exception as e:
+            if isinstance(e, RecursionError):  # a body nested deeper than any object (YAML, patches)
+                e = BadRequest("the request body is nested too deeply")
             if subject.kind is not None and not subject.name and request.get(OBJECT_NAME):
                 subject = Subject(subject.kind, request[OBJECT_NAME], subject.subresource)
             code, body = http_error(e, subject, f"HTTP {request.method} {path}")

@@ -475,3 +475,65 @@ async def test_too_many_requests_answers_429_with_retry_after(apiserver_factory)
     _, body, headers = next(r for r in results if r[0] == 429)
     assert body["reason"] == "TooManyRequests" and headers["Retry-After"] == "1"
     assert body["details"] == {"retryAfterSeconds": 1}
+
+
+C = b'[{"name": "c", "image": "i"}]'
+MALFORMED = [
+    b"",
+    b"null",
+    b"42",
+    b'"pod"',
+    b"{",
+    b"\xff\xfe",
+    b'{"metadata": "x"}',
+    b'{"metadata": {"name": ["a"]}}',
+    b'{"metadata": {"name": "m", "labels": {"a": {"b": 1}}}, "spec": {"containers": ' + C + b"}}",
+    b'{"spec": {"containers": [{"name": "c", "ports": [{"containerPort": "x"}]}]}}',
+    b'{"metadata": {"name": "m"}, "spec": {"containers": [null, 3]}}',
+    b'{"metadata": {"name": "m"}, "spec": {"priority": 1e400}}',
+    b'{"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "x"}}}]}}',
+    b'{"apiVersion": "v2", "kind": "Pod", "metadata": {"name": "m"}, "spec": {"containers": ' + C + b"}}",
+    b'{"kind": "Node", "metadata": {"name": "m"}}',
+    b'{"metadata": {"name": "M_bad!"}, "spec": {"containers": ' + C + b"}}",
+    b'{"metadata": {"name": "m", "namespace": "other"}, "spec": {"containers": ' + C + b"}}",
+    b"[" * 10000 + b"]" * 10000,
+]
+MALFORMED_PATCHES = [
+    ("application/json-patch+json", b'[{"op": "replace", "path": "", "value": []}]'),
+    ("application/json-patch+json", b'[{"op": "replace", "path": "/metadata", "value": "x"}]'),
+    ("application/json-patch+json", b'[{"op": "add", "path": "/spec/containers/0/ports", "value": {}}]'),
+    ("application/json-patch+json", b'[{"op": "move", "from": "/spec", "path": "/spec/x"}]'),
+    ("application/json-patch+json", b'{"op": "add"}'),
+    ("application/merge-patch+json", b'{"metadata": {"name": "renamed"}}'),
+    ("application/merge-patch+json", b'{"spec": {"containers": null}}'),
+    ("application/merge-patch+json", b'{"spec": "x"}'),
+    ("application/strategic-merge-patch+json", b'{"spec": {"containers": [{"$patch": "bogus"}]}}'),
+    ("application/strategic-merge-patch+json", b"[]"),
+    ("application/apply-patch+yaml", b"a: [: b"),
+    ("application/apply-patch+yaml", b"- 1\n- 2\n"),
+    ("application/apply-patch+yaml", b"a: " + b"[" * 5000 + b"]" * 5000),
+    ("application/merge-patch+json", b'{"metadata": ' * 900 + b"1" + b"}" * 900),
+]
+
+
+async def test_malformed_input_is_refused_and_writes_nothing(apiserver: ApiServer):
+    async with http_client(apiserver) as http:
+        code, _, _ = await http.call("POST", NS_PODS, pod_body("keep"))
+        assert code == 201
+        _, before, _ = await http.call("GET", f"{NS_PODS}/keep")
+        for body in MALFORMED:
+            targets = (("POST", NS_PODS), ("PUT", f"{NS_PODS}/keep"), ("POST", f"{NS_PODS}/keep/binding"))
+            for method, path in targets:
+                code, out, _ = await http.call(method, path, raw=body)
+                assert 400 <= code < 500, (method, body[:80], code, out)
+                assert out["kind"] == "Status" and out["message"], out
+        for content_type, body in MALFORMED_PATCHES:
+            q = "?fieldManager=t" if "apply" in content_type else ""
+            code, out, _ = await http.call("PATCH", f"{NS_PODS}/keep{q}", raw=body, content_type=content_type)
+            assert 400 <= code < 500, (content_type, body, code, out)
+        _, after, _ = await http.call("GET", f"{NS_PODS}/keep")
+        assert after == before  # not a byte of it changed
+        _, lst, _ = await http.call("GET", NS_PODS)
+        assert [p["metadata"]["name"] for p in lst["items"]] == ["keep"]
+        assert apiserver.running
+    assert "Traceback" not in apiserver.log() and "internal error" not in apiserver.log()
