@@ -296,6 +296,20 @@ def server_side_apply(
     subresource: str = "",
 ) -> dict[str, Any]:
     """`live` after `manager` applies `applied` (see the module doc)."""
+    try:
+        return _apply(live, applied, manager, force, now, subresource)
+    except RecursionError:
+        raise ApplyError("the applied configuration is nested too deeply") from None
+
+
+def _apply(
+    live: dict[str, Any] | None,
+    applied: dict[str, Any],
+    manager: str,
+    force: bool,
+    now: str,
+    subresource: str,
+) -> dict[str, Any]:
     schema = _check_applied(applied, live, manager)
     config = _scoped(copy.deepcopy(applied), schema, subresource)
     config.setdefault("metadata", {}).pop("managedFields", None)
@@ -448,6 +462,15 @@ def record_update(
     The managedFields the client sent win when they differ from the stored ones (a client may
     rewrite them, as upstream allows); `[{}]` clears them all; an empty list or none keeps them.
     """
+    try:
+        return _update(old, new, manager, now, subresource)
+    except RecursionError:
+        raise ApplyError("the object is nested too deeply") from None
+
+
+def _update(
+    old: dict[str, Any] | None, new: dict[str, Any], manager: str, now: str, subresource: str
+) -> dict[str, Any]:
     if not isinstance(new, dict):
         raise ApplyError("the object must be a JSON object")
     if not isinstance(new.get("metadata", {}), dict):

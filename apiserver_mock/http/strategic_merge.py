@@ -59,7 +59,10 @@ def apply_patch(original: dict[str, Any], patch: dict[str, Any], kind: str | Kin
         raise PatchError(f"the patch must be a JSON object, got {_type_name(patch)}")
     if not isinstance(original, dict):
         raise PatchError(f"the object must be a JSON object, got {_type_name(original)}")
-    merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), schema, "")
+    try:
+        merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), schema, "")
+    except RecursionError:
+        raise PatchError("the patch is nested too deeply") from None
     return merged if merged is not None else {}
 
 

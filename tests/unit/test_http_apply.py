@@ -414,3 +414,15 @@ def test_any_configuration_applies_or_raises_a_clear_error(body: dict[str, Any],
     except (ApplyError, ApplyConflict):
         return
     json.dumps(out)
+
+
+def test_a_configuration_nested_too_deeply_is_an_apply_error() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(ApplyError, match="nested too deeply"):
+        server_side_apply(None, {**_config(), "spec": deep}, "alice", False, T0)
+    with pytest.raises(ApplyError, match="nested too deeply"):
+        record_update(None, {**_config(), "spec": deep}, "alice", T0)

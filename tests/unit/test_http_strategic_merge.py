@@ -489,3 +489,13 @@ def test_any_patch_applies_or_raises_patch_error(patch: dict[str, Any]) -> None:
     except PatchError:
         return
     json.dumps(out)
+
+
+def test_a_patch_nested_too_deeply_is_a_patch_error() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(PatchError, match="nested too deeply"):
+        apply_patch(_LIVE, {"spec": deep}, "Pod")
