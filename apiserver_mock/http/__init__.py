@@ -16,4 +16,9 @@ fencing and audit log; answers and errors are turned back into Kubernetes' JSON 
 * `status`    - exceptions -> metav1.Status with kube-apiserver's codes and reasons
 * `tables`    - meta.k8s.io/v1 Table output (the column table per kind)
 * `patch`     - JSON merge patch and JSON patch (RFC 7386, RFC 6902)
+* `strategic_merge` - strategic merge patch (upstream's strategicpatch)
+* `apply`     - server-side apply and managedFields of every write (structured-merge-diff)
+* `fieldpath` - field paths and sets of objects, in the FieldsV1 encoding
+* `listtypes` - the one table of list semantics (merge keys, listType) and the schema walk
+* `openapi`   - /openapi/v2 and /openapi/v3, generated from the protos and the kind table
 """
