@@ -41,7 +41,6 @@ beyond keeping the first of two list items with one key.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,14 +49,16 @@ import yaml
 from apiserver_mock.http.fieldpath import (
     MISSING,
     Path,
+    all_paths,
     apply_set,
     changed_paths,
+    copy_json,
     delete_path,
     from_fields_v1,
-    get_path,
     item_element,
     path_string,
     to_fields_v1,
+    values_by_path,
 )
 from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
 
@@ -226,8 +227,9 @@ def _write_entries(obj: dict[str, Any], entries: list[_Entry]) -> None:
 
 def _prune(entries: list[_Entry], obj: dict[str, Any]) -> None:
     """Forget owned paths the object no longer has."""
+    present = all_paths(obj, kind_schema(str(obj.get("kind") or "")))
     for e in entries:
-        e.fields = {p for p in e.fields if get_path(obj, p) is not MISSING}
+        e.fields &= present
 
 
 # ---------------------------------------------------------------- apply
@@ -311,7 +313,7 @@ def _apply(
     subresource: str,
 ) -> dict[str, Any]:
     schema = _check_applied(applied, live, manager)
-    config = _scoped(copy.deepcopy(applied), schema, subresource)
+    config = _scoped(copy_json(applied), schema, subresource)
     config.setdefault("metadata", {}).pop("managedFields", None)
     mine = ManagerKey(manager, APPLY, subresource)
     owned = apply_set(config, schema)
@@ -331,18 +333,19 @@ def _apply(
 
     conflicts: list[tuple[_Entry, Path]] = []
     if live is not None:
+        live_values, config_values = values_by_path(live, schema), values_by_path(config, schema)
         for e in others:
             for path in sorted(owned & e.fields):
                 if path[-1][:2] in ("k:", "v:"):
                     continue  # an item both keep is shared, not changed
-                if _differs(get_path(live, path), get_path(config, path)):
+                if _differs(live_values.get(path, MISSING), config_values.get(path, MISSING)):
                     conflicts.append((e, path))
     if conflicts and not force:
         raise ApplyConflict([Conflict(e.key, e.api_version, e.time, p) for e, p in conflicts])
     for e, path in conflicts:
         e.fields.discard(path)
 
-    merged = _merge(copy.deepcopy(live) if live is not None else {}, config, schema, None)
+    merged = _merge(copy_json(live) if live is not None else {}, config, schema, None)
     assert isinstance(merged, dict)
     _keep_server_metadata(merged, live)
     still_owned = set().union(*(e.fields for e in others)) if others else set()
@@ -389,7 +392,7 @@ def _merge(lhs: Any, rhs: Any, schema: Schema, meta: ListMeta | None) -> Any:
             return merged_list
     if isinstance(rhs, dict):
         return _merge({}, rhs, schema, meta)
-    return copy.deepcopy(rhs)
+    return copy_json(rhs)
 
 
 def _merge_items(lhs: list[Any], rhs: list[Any], schema: Schema, meta: ListMeta) -> list[Any] | None:
@@ -476,7 +479,7 @@ def _update(
     if not isinstance(new.get("metadata", {}), dict):
         raise ApplyError("metadata: must be an object")
     schema = kind_schema(str(new.get("kind") or (old or {}).get("kind") or ""))
-    out = copy.deepcopy(new)
+    out = copy_json(new)
     sent = _meta(out).get("managedFields")
     stored = _meta(old).get("managedFields")
     if sent == [{}]:

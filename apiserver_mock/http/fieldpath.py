@@ -25,14 +25,17 @@ from apiserver_mock.http.listtypes import ListMeta, MapOf, Schema, field_schema
 __all__ = [
     "MISSING",
     "Path",
+    "all_paths",
     "apply_set",
     "changed_paths",
+    "copy_json",
     "delete_path",
     "from_fields_v1",
     "get_path",
     "item_element",
     "path_string",
     "to_fields_v1",
+    "values_by_path",
 ]
 
 Path = tuple[str, ...]
@@ -131,6 +134,40 @@ def _subtree(
             return
     if path:
         out.add(path)
+
+
+def all_paths(obj: Any, schema: Schema) -> set[Path]:
+    """Every path `obj` has: fields, maps, list items and leaves (to forget owned fields it lost)."""
+    return set(values_by_path(obj, schema))
+
+
+def values_by_path(obj: Any, schema: Schema) -> dict[Path, Any]:
+    """Every path of `obj` with the value there, in one walk (cheaper than one get_path each)."""
+    out: dict[Path, Any] = {}
+    _nodes(obj, schema, None, (), out)
+    return out
+
+
+def _nodes(value: Any, schema: Schema, meta: ListMeta | None, path: Path, out: dict[Path, Any]) -> None:
+    if path:
+        out[path] = value
+    if isinstance(value, dict):
+        for key, child in value.items():
+            sub, sub_meta = field_schema(schema, key)
+            _nodes(child, sub, sub_meta, (*path, f"f:{key}"), out)
+    elif isinstance(value, list) and _is_keyed(meta):
+        assert meta is not None
+        for element, item in (_items(value, meta) or {}).items():
+            _nodes(item, schema, None, (*path, element), out)
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars): several times faster than deepcopy."""
+    if isinstance(value, dict):
+        return {k: copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_json(v) for v in value]
+    return value
 
 
 def changed_paths(old: Any, new: Any, schema: Schema) -> tuple[set[Path], set[Path]]:

@@ -19,6 +19,7 @@ added to the proto gets a decision here, not a silent default.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal, TypeAlias
 
 from google.protobuf.descriptor import Descriptor
@@ -121,6 +122,7 @@ def kind_schema(kind: str | Kind) -> Descriptor | None:
     return found.message.DESCRIPTOR if found is not None else None
 
 
+@lru_cache(maxsize=4096)  # bounded: keys come from request bodies
 def field_schema(schema: Schema, key: str) -> tuple[Schema, ListMeta | None]:
     """The schema of JSON key `key` inside `schema`, and its list semantics if it is a list field."""
     if isinstance(schema, MapOf):

@@ -29,9 +29,9 @@ upstream reports unknown fields too.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from apiserver_mock.http.fieldpath import copy_json
 from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
 from kse.objects.kinds import Kind
 
@@ -60,7 +60,7 @@ def apply_patch(original: dict[str, Any], patch: dict[str, Any], kind: str | Kin
     if not isinstance(original, dict):
         raise PatchError(f"the object must be a JSON object, got {_type_name(original)}")
     try:
-        merged = _merge_map(copy.deepcopy(original), copy.deepcopy(patch), schema, "")
+        merged = _merge_map(copy_json(original), copy_json(patch), schema, "")
     except RecursionError:
         raise PatchError("the patch is nested too deeply") from None
     return merged if merged is not None else {}
