@@ -23,6 +23,7 @@ from apiserver_mock.http.status import MethodNotAllowed, UnsupportedMediaType, s
 from apiserver_mock.http.watch import serve_watch
 from apiserver_mock.service import ResourcesService
 from certs.identity import Identity
+from kse.objects.fields import escape_value
 from kse.objects.kinds import Kind
 from kse.objects.timeutil import now_rfc3339
 from proto import kse_pb2 as pb
@@ -75,7 +76,8 @@ class Handlers:
             if tables.wants_table(request.headers.get("Accept", ""))
             else None
         )
-        if t.name:
+        watching = params.flag(q, "watch")
+        if t.name and not watching:
             data, _ = await self.call(
                 "Get", ident, pb.GetRequest(resource=t.kind.resource, namespace=t.namespace, name=t.name)
             )
@@ -91,12 +93,17 @@ class Handlers:
                 ).response()
             return Reply(obj).response()
         rv, match = params.resource_version_match(q)
-        if params.flag(q, "watch"):
+        if watching:
+            # A watch on one object's path is a watch on its name, as upstream's handler rewrites it.
+            fields = q.get("fieldSelector", "")
+            if t.name:
+                by_name = f"metadata.name={escape_value(t.name)}"
+                fields = f"{fields},{by_name}" if fields else by_name
             wreq = pb.WatchRequest(
                 resource=t.kind.resource,
                 namespace=t.namespace,
                 label_selector=q.get("labelSelector", ""),
-                field_selector=q.get("fieldSelector", ""),
+                field_selector=fields,
                 resource_version=rv,
                 allow_watch_bookmarks=params.flag(q, "allowWatchBookmarks"),
                 send_initial_events=params.flag(q, "sendInitialEvents"),

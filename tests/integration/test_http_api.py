@@ -232,6 +232,14 @@ async def test_watch_resume_bookmarks_timeout_and_expired(apiserver: ApiServer):
         finally:
             resp.close()
 
+        # A watch on one object's path sees only that object.
+        resp = await http.stream(f"{NS_PODS}/b?watch=true&resourceVersion={start}")
+        try:
+            e = await read_event(resp)
+            assert (e["type"], e["object"]["metadata"]["name"]) == ("ADDED", "b")
+        finally:
+            resp.close()
+
         # sendInitialEvents: the current objects, then the annotated bookmark.
         resp = await http.stream(
             f"{NS_PODS}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true"
