@@ -182,3 +182,13 @@ def test_server_side_apply_records_managers_and_reports_conflicts(kubeconfig: Pa
     assert "serverside-applied" in out.stdout
     pod = json.loads(kubectl(kubeconfig, "get", "pod", "web", "-o", "json").stdout)
     assert pod["metadata"]["labels"]["app"] == "web"
+
+
+def test_field_validation_through_kubectl(kubeconfig: Path, tmp_path: Path):
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(POD_YAML.replace("spec:\n", "spec:\n  nodeSelecter: {disk: ssd}\n"))
+    out = kubectl(kubeconfig, "create", "-f", str(manifest), check=False)
+    assert out.returncode != 0 and 'unknown field "spec.nodeSelecter"' in out.stderr, out.stderr
+    out = kubectl(kubeconfig, "create", "--validate=warn", "-f", str(manifest))
+    assert "pod/web created" in out.stdout
+    assert 'Warning: unknown field "spec.nodeSelecter"' in out.stderr, out.stderr
