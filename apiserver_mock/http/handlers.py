@@ -15,7 +15,7 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from apiserver_mock import errors
-from apiserver_mock.errors import AlreadyExists, Conflict, NotFound
+from apiserver_mock.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from apiserver_mock.http import apply, codec, params, patch, strategic_merge, tables
 from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.routes import Target
@@ -163,8 +163,8 @@ class Handlers:
         warnings = self._prepare(request, t, msg, unknown)
         try:
             old = codec.object_json((await self._read(ident, t))[0])
-        except NotFound:
-            old = None  # the update answers 404 itself
+        except (NotFound, Forbidden):
+            old = None  # the update answers 404 (or authorizes the update) itself
         msg = self._managed(request, t, old, raw, msg)
         data = await self._update(request, ident, t, msg)
         return Reply(codec.object_json(data), 200, warnings).response()
@@ -227,6 +227,8 @@ class Handlers:
     async def delete(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
         opts = self._delete_options(request, body)
         pre = opts.get("preconditions") or {}
+        if not isinstance(pre, dict):
+            raise BadRequest("preconditions: expected an object with uid and resourceVersion")
         req = pb.DeleteRequest(
             resource=t.kind.resource,
             namespace=t.namespace,

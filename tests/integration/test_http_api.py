@@ -133,6 +133,9 @@ async def test_crud_and_errors(apiserver: ApiServer):
         assert code == 200 and body["metadata"]["name"] == "web"
         code, body, _ = await http.call("DELETE", f"{NS_PODS}/web?propagationPolicy=Sideways")
         assert code == 400 and "propagationPolicy" in body["message"]
+        for bad in ({"preconditions": "x"}, {"gracePeriodSeconds": "soon"}, {"dryRun": ["Some"]}, [1]):
+            code, body, _ = await http.call("DELETE", f"{NS_PODS}/gen-x", bad)
+            assert code == 400, (bad, body)
 
 
 async def test_field_validation(apiserver: ApiServer):
