@@ -20,7 +20,7 @@ import yaml
 from aiohttp import web
 from google.protobuf.descriptor import Descriptor
 
-from apiserver_mock.http import openapi
+from apiserver_mock.http import openapi, openapi_pb
 from apiserver_mock.http.apply import ApplyConflict, record_update, server_side_apply
 from apiserver_mock.http.listtypes import LISTS
 from apiserver_mock.http.strategic_merge import apply_patch
@@ -267,6 +267,7 @@ class _DocServer:
         app.router.add_get("/api/v1", self.api_v1)
         app.router.add_get("/apis", self.apis)
         app.router.add_get("/apis/{group}/{version}", self.group_version)
+        app.router.add_get("/openapi/v2", self.v2)
         app.router.add_get("/openapi/v3", self.v3_index)
         app.router.add_get("/openapi/v3/{gv:.*}", self.v3)
         app.router.add_get("/api/v1/namespaces/default/pods/web", self.get_pod)
@@ -293,6 +294,12 @@ class _DocServer:
         gv = f"{request.match_info['group']}/{request.match_info['version']}"
         resources = [_resource(k) for k in KINDS if k.api_version == gv]
         return web.json_response({"kind": "APIResourceList", "groupVersion": gv, "resources": resources})
+
+    async def v2(self, request: web.Request) -> web.Response:
+        if openapi_pb.PROTOBUF_V2 in request.headers.get("Accept", ""):
+            body = openapi_pb.openapi_v2_protobuf()
+            return web.Response(body=body, content_type="application/octet-stream")
+        return web.json_response(openapi.openapi_v2())
 
     async def v3_index(self, _: web.Request) -> web.Response:
         return web.json_response(openapi.openapi_v3_index())
@@ -398,6 +405,75 @@ async def test_kubectl_explain_reads_the_v3_documents(
         assert line in out
     code, out = await _kubectl(url, tmp_path, "explain", "lease.spec.renewTime")
     assert code == 0 and "GROUP:      coordination.k8s.io" in out, out
+
+
+@needs_kubectl
+async def test_kubectl_reads_the_v2_protobuf_document(
+    doc_server: tuple[str, _DocServer], tmp_path: Path
+) -> None:
+    url, _ = doc_server
+    code, out = await _kubectl(url, tmp_path, "explain", "pod.spec", "--output=plaintext-openapiv2")
+    assert code == 0, out
+    assert "RESOURCE: spec <Object>" in out and "containers\t<[]Object>" in out
+    code, out = await _kubectl(url, tmp_path, "explain", "lease.spec", "--output=plaintext-openapiv2")
+    assert code == 0 and "VERSION:  coordination.k8s.io/v1" in out, out
+
+
+def _fields(data: bytes) -> list[tuple[int, Any]]:
+    """A protobuf message's top-level (field number, value): varints as ints, the rest as bytes."""
+    out: list[tuple[int, Any]] = []
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return result
+
+    while pos < len(data):
+        key = varint()
+        if key & 7 == 0:
+            out.append((key >> 3, varint()))
+        else:
+            assert key & 7 == 2
+            size = varint()
+            out.append((key >> 3, data[pos : pos + size]))
+            pos += size
+    return out
+
+
+def test_v2_protobuf_is_gnostics_document_message() -> None:
+    doc = {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": "v1"},
+        "paths": {},
+        "definitions": {
+            "io.k8s.api.core.v1.Pod": {
+                "type": "object",
+                "properties": {"spec": {"$ref": "#/definitions/io.k8s.api.core.v1.PodSpec"}},
+                "x-kubernetes-group-version-kind": [{"group": "", "kind": "Pod", "version": "v1"}],
+            }
+        },
+    }
+    top = dict(_fields(openapi_pb.encode_v2(doc)))
+    assert top[1] == b"2.0"  # Document.swagger
+    assert dict(_fields(top[2])) == {1: b"Kubernetes", 2: b"v1"}  # Info.title, Info.version
+    [(number, named)] = _fields(top[9])  # Definitions.additional_properties: NamedSchema
+    assert number == 1
+    named_fields = dict(_fields(named))
+    assert named_fields[1] == b"io.k8s.api.core.v1.Pod"
+    schema = _fields(named_fields[2])
+    assert (22, b"\n\x06object") in schema  # Schema.type = TypeItem{value: "object"}
+    [extension] = [v for n, v in schema if n == 31]  # Schema.vendor_extension: NamedAny
+    name, value = dict(_fields(extension))[1], dict(_fields(extension))[2]
+    assert name == b"x-kubernetes-group-version-kind"
+    assert json.loads(dict(_fields(value))[2]) == [{"group": "", "kind": "Pod", "version": "v1"}]  # Any.yaml
+    assert openapi_pb.openapi_v2_protobuf() is openapi_pb.openapi_v2_protobuf()
 
 
 @needs_kubectl
