@@ -22,6 +22,7 @@ from aiohttp import web
 
 from apiserver_mock.errors import Gone
 from apiserver_mock.http import tables
+from apiserver_mock.http.codec import JSON_CACHE
 from apiserver_mock.http.status import http_error
 from apiserver_mock.service import ResourcesService
 from apiserver_mock.watchcache.watcher import WatchClosed
@@ -119,15 +120,17 @@ async def serve_watch(
             if item is None:
                 break
             lines: list[bytes] = []
-            for ev in pb.WatchEventBatch.FromString(item).events:
-                if ev.type == "BOOKMARK":
+            for event_type, obj_wire, revision in _events(item):
+                if event_type == "BOOKMARK":
                     initial_end, initial_pending = initial_pending, False
                     if req.allow_watch_bookmarks:
-                        lines.append(
-                            _line("BOOKMARK", bookmark_object(kind, ev.resource_version, initial_end))
-                        )
-                    continue
-                lines.append(_line(ev.type, render(to_dict(ev.object))))
+                        lines.append(_line("BOOKMARK", bookmark_object(kind, revision, initial_end)))
+                elif table_include is None:  # the object's JSON text, shared with every watcher
+                    lines.append(
+                        b'{"type":"%s","object":%s}\n' % (event_type.encode(), JSON_CACHE.text(obj_wire))
+                    )
+                else:
+                    lines.append(_line(event_type, render(to_dict(pb.Object.FromString(obj_wire)))))
             if lines:
                 async with asyncio.timeout(service.send_timeout):
                     await resp.write(b"".join(lines))
