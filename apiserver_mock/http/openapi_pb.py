@@ -13,7 +13,10 @@ holds the value (JSON text, which is YAML).
 Public API (stable; the route calls it):
 
     openapi_v2_protobuf() -> bytes      the encoded document, computed once
-    PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+    PROTOBUF_V2                         the Accept value asking for it
+    PROTOBUF_V2_CONTENT_TYPE            the Content-Type to answer with
+# The Content-Type kube-apiserver answers it with (kube-openapi handler).
+PROTOBUF_V2_CONTENT_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from typing import Any
 
 from apiserver_mock.http.openapi import openapi_v2
 
-__all__ = ["PROTOBUF_V2", "encode_v2", "openapi_v2_protobuf"]
+__all__ = ["PROTOBUF_V2", "PROTOBUF_V2_CONTENT_TYPE", "encode_v2", "openapi_v2_protobuf"]
 
 PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+# The Content-Type kube-apiserver answers it with (kube-openapi handler).
+PROTOBUF_V2_CONTENT_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 _METHODS = {"get": 2, "put": 3, "post": 4, "delete": 5, "options": 6, "head": 7, "patch": 8}
 

@@ -21,7 +21,7 @@ from types import TracebackType
 from aiohttp import web
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
-from apiserver_mock.http import discovery, openapi, routes
+from apiserver_mock.http import discovery, openapi, openapi_pb, routes
 from apiserver_mock.http.authn import CertAuthenticator
 from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
@@ -161,6 +161,9 @@ class HTTPFrontDoor:
         elif parts == ["version"]:
             doc = discovery.version_info()
         elif parts == ["openapi", "v2"]:
+            if openapi_pb.PROTOBUF_V2 in request.headers.get("Accept", ""):  # client-go's OpenAPISchema
+                body = openapi_pb.openapi_v2_protobuf()
+                return web.Response(body=body, content_type=openapi_pb.PROTOBUF_V2_CONTENT_TYPE)
             doc = openapi.openapi_v2()
         elif parts == ["openapi", "v3"]:
             doc = openapi.openapi_v3_index()

@@ -48,6 +48,9 @@ def test_kubectl_explain(kubeconfig: Path) -> None:
     assert "FIELD: spec <PodSpec>" in out and "containers\t<[]Container>" in out
     out = kubectl(kubeconfig, "explain", "leases.spec.holderIdentity").stdout
     assert "GROUP:      coordination.k8s.io" in out and "holderIdentity" in out
+    # The Swagger 2.0 document, as the protobuf client-go asks for.
+    out = kubectl(kubeconfig, "explain", "pod.spec", "--output=plaintext-openapiv2").stdout
+    assert "RESOURCE: spec <Object>" in out and "containers\t<[]Object>" in out
 
 
 def test_kubectl_apply_leaves_field_validation_to_the_server(kubeconfig: Path, tmp_path: Path) -> None:
