@@ -8,7 +8,9 @@ fencing and audit log; answers and errors are turned back into Kubernetes' JSON 
 
 * `server`    - the aiohttp application and its `async with` lifetime (TLS, limits, routing)
 * `tls`       - the serving SSLContext, reloaded from the same files as the gRPC side
+* `authn`     - the client certificate's CN and O as the caller's identity
 * `routes`    - URL path -> (kind, namespace, name, subresource)
+* `params`    - query parameters and the X-Kse-Fence header, checked
 * `discovery` - /api, /apis, resource lists, /version, generated from the kind table
 * `handlers`  - one thin function per verb
 * `watch`     - streaming WatchEvents
