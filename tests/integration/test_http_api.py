@@ -548,3 +548,33 @@ async def test_malformed_input_is_refused_and_writes_nothing(apiserver: ApiServe
         assert [p["metadata"]["name"] for p in lst["items"]] == ["keep"]
         assert apiserver.running
     assert "Traceback" not in apiserver.log() and "internal error" not in apiserver.log()
+
+
+async def test_a_watcher_that_stops_reading_is_cut_off_without_slowing_the_others(apiserver_factory):
+    server = await apiserver_factory("--watch-queue-length", "4", "--watch-send-timeout", "2")
+    big = "x" * 200_000
+    async with http_client(server) as http:
+        _, lst, _ = await http.call("GET", NS_PODS)
+        start = lst["metadata"]["resourceVersion"]
+        stalled = await http.stream(f"{NS_PODS}?watch=true&resourceVersion={start}")
+        live = await http.stream(f"{NS_PODS}?watch=true&resourceVersion={start}")
+        try:
+            names = []
+            for i in range(40):
+                body = pod_body(f"big-{i}")
+                body["metadata"]["annotations"] = {"blob": big}
+                code, _, _ = await http.call("POST", NS_PODS, body)
+                assert code == 201
+                event = await read_event(live)  # the reading watcher keeps up throughout
+                names.append(event["object"]["metadata"]["name"])
+            assert names == [f"big-{i}" for i in range(40)]
+            # The stalled watcher's stream was ended: reading it now gives fewer events, then EOF.
+            got = 0
+            while await read_event(stalled, timeout_s=20) is not None:
+                got += 1
+            assert got < 40
+        finally:
+            stalled.close()
+            live.close()
+    log = server.log()
+    assert "closing slow HTTP watcher" in log or "closing stalled HTTP watcher" in log
