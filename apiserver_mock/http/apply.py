@@ -24,7 +24,8 @@ Semantics are sigs.k8s.io/structured-merge-diff's (merge/update.go), simplified 
 honour:
 
 * managers are told apart by (manager, operation, subresource), as upstream does; an object that
-  has no managedFields yet is owned whole by `before-first-apply` (Update) at its first apply;
+  has no managedFields yet is owned whole by `before-first-apply` (Update) at its first apply, and
+  ordinary updates of such an object record nothing (upstream tracks from a create or an apply);
 * an apply owns exactly the fields it sets (leaves and list items: `apply_set`); a field another
   manager owns and this apply sets to a *different* value is a conflict; the same value is shared
   ownership; `force` takes the field over;
@@ -61,6 +62,7 @@ from apiserver_mock.http.fieldpath import (
     values_by_path,
 )
 from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
+from kse.objects.kinds import BY_KIND
 
 __all__ = [
     "ApplyConflict",
@@ -261,6 +263,14 @@ def _check_applied(applied: Any, live: dict[str, Any] | None, manager: str) -> S
         raise ApplyError(f'kind: Unsupported value: "{applied["kind"]}" is not a kind kse serves')
     if "metadata" in applied and not isinstance(applied["metadata"], dict):
         raise ApplyError("metadata: must be an object")
+    if (applied.get("metadata") or {}).get("managedFields") is not None:
+        raise ApplyError("metadata.managedFields must be nil")
+    served = BY_KIND[applied["kind"]].api_version
+    if applied["apiVersion"] != served:
+        raise ApplyError(
+            "Incorrect version specified in apply patch. "
+            f"Specified patch version: {applied['apiVersion']}, expected: {served}"
+        )
     if live is not None:
         for field in ("apiVersion", "kind"):
             if live.get(field) and live[field] != applied[field]:
@@ -314,19 +324,15 @@ def _apply(
 ) -> dict[str, Any]:
     schema = _check_applied(applied, live, manager)
     config = _scoped(copy_json(applied), schema, subresource)
-    config.setdefault("metadata", {}).pop("managedFields", None)
     mine = ManagerKey(manager, APPLY, subresource)
     owned = apply_set(config, schema)
 
     entries = _read_entries(live)
     if live is not None and not entries:
+        # skipnonapplied.go: the fields written before the first apply belong to one Update manager.
+        existing = changed_paths(MISSING, live, schema)[0]
         entries = [
-            _Entry(
-                ManagerKey(BEFORE_FIRST_APPLY, UPDATE),
-                str(live.get("apiVersion", "")),
-                "",
-                apply_set(live, schema),
-            )
+            _Entry(ManagerKey(BEFORE_FIRST_APPLY, UPDATE), str(live.get("apiVersion", "")), "", existing)
         ]
     previous = next((e.fields for e in entries if e.key == mine), set())
     others = [e for e in entries if e.key != mine]
@@ -487,6 +493,8 @@ def _update(
         return out
     base = out if sent and sent != stored else old
     entries = _read_entries(base)
+    if old is not None and not entries:
+        return out  # skipnonapplied.go: an object nobody tracks yet starts being tracked at an apply
     changed, removed = changed_paths(old if old is not None else MISSING, out, schema)
     mine = ManagerKey(manager or "unknown", UPDATE, subresource)
     for e in entries:

@@ -246,6 +246,16 @@ def test_the_inputs_are_not_modified() -> None:
         ({"apiVersion": "apps/v1", "kind": "Deployment"}, "m", 'kind: Unsupported value: "Deployment"'),
         ({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "p"}}, "m", "kind: Invalid value"),
         (
+            {**_config(), "apiVersion": "v2"},
+            "m",
+            "Incorrect version specified in apply patch. Specified patch version: v2, expected: v1",
+        ),
+        (
+            {**_config(), "metadata": {"name": "p", "managedFields": []}},
+            "m",
+            "metadata.managedFields must be nil",
+        ),
+        (
             {**_config(), "spec": {"containers": [{"name": "a"}, {"name": "a", "image": "x"}]}},
             "m",
             'duplicate entries for key \\[name="a"\\]',
@@ -312,6 +322,13 @@ def test_an_update_takes_over_what_it_changes_and_drops_what_it_removes() -> Non
     assert _entries(out)[("kubectl-edit", "Update")]["fieldsV1"] == {
         "f:spec": {"f:containers": {'k:{"name":"web"}': {"f:image": {}}}}
     }
+
+
+def test_updates_of_an_object_nobody_tracks_record_nothing() -> None:
+    live = _stored(_config())  # written through gRPC: no managedFields
+    edited = copy.deepcopy(live)
+    edited["metadata"]["labels"]["x"] = "y"
+    assert "managedFields" not in record_update(live, edited, "kubectl-label", T1)["metadata"]
 
 
 def test_an_update_that_changes_nothing_adds_no_entry() -> None:
