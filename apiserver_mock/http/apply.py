@@ -33,7 +33,11 @@ honour:
   keys, sets by value, atomic lists and scalars replaced; `null` unsets a field it owns); a field
   the manager applied before and no longer sends is removed, unless another manager owns it too;
 * the main resource ignores `status` and the status subresource only takes `status`, as upstream's
-  reset fields for pods and nodes do.
+  reset fields for pods and nodes do;
+* for the manager `kubectl` only, as upstream: conflicts on fields the object's client-side apply
+  annotation (last-applied-configuration) still describes truthfully are taken over without
+  `force` (moving from client-side to server-side apply), and that annotation, when present, is
+  rewritten to the applied configuration.
 
 Not done (said plainly): no conversion between versions (kse serves one version per kind), no
 `oldUpdatesManagerName` folding of more than ten Update managers, no duplicate-item handling
@@ -42,6 +46,7 @@ beyond keeping the first of two list items with one key.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +82,8 @@ __all__ = [
 APPLY = "Apply"
 UPDATE = "Update"
 BEFORE_FIRST_APPLY = "before-first-apply"
+KUBECTL = "kubectl"  # the manager whose applies upstream reconciles with client-side apply
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class ApplyError(ValueError):
@@ -346,6 +353,13 @@ def _apply(
                     continue  # an item both keep is shared, not changed
                 if _differs(live_values.get(path, MISSING), config_values.get(path, MISSING)):
                     conflicts.append((e, path))
+    if conflicts and not force and manager == KUBECTL and live is not None:
+        # lastappliedmanager.go: kubectl moving from client-side to server-side apply may take the
+        # fields its last-applied annotation still describes truthfully, without conflicts.
+        allowed = _last_applied_fields(live, schema)
+        left = [(e, p) for e, p in conflicts if p not in allowed]
+        force = not left
+        conflicts = conflicts if force else left
     if conflicts and not force:
         raise ApplyConflict([Conflict(e.key, e.api_version, e.time, p) for e, p in conflicts])
     for e, path in conflicts:
@@ -361,7 +375,35 @@ def _apply(
     entries = [*others, _Entry(mine, str(applied["apiVersion"]), now, owned)]
     _prune(entries, merged)
     _write_entries(merged, entries)
+    if manager == KUBECTL:
+        _sync_last_applied(merged, applied)
     return merged
+
+
+def _last_applied_fields(live: dict[str, Any], schema: Schema) -> set[Path]:
+    """The fields of the last-applied annotation whose values the live object still has."""
+    text = (_meta(live).get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        last = json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return set()
+    if not isinstance(last, dict) or last.get("apiVersion") != live.get("apiVersion"):
+        return set()
+    live_values, last_values = values_by_path(live, schema), values_by_path(last, schema)
+    return {p for p in apply_set(last, schema) if p in live_values and live_values[p] == last_values.get(p)}
+
+
+def _sync_last_applied(merged: dict[str, Any], applied: dict[str, Any]) -> None:
+    """lastappliedupdater.go: kubectl's server-side apply keeps an existing client-side apply
+    annotation up to date, so a later client-side apply diffs against what was really applied."""
+    annotations = _meta(merged).get("annotations")
+    if not isinstance(annotations, dict) or not annotations.get(LAST_APPLIED):
+        return
+    config = copy_json(applied)
+    sent = _meta(config).get("annotations")
+    if isinstance(sent, dict):
+        sent.pop(LAST_APPLIED, None)
+    annotations[LAST_APPLIED] = json.dumps(config, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def _keep_server_metadata(merged: dict[str, Any], live: dict[str, Any] | None) -> None:

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apiserver_mock.http.apply import (
+    LAST_APPLIED,
     ApplyConflict,
     ApplyError,
     parse_applied,
@@ -212,6 +213,32 @@ def test_an_object_without_managed_fields_is_owned_by_before_first_apply() -> No
         ApplyConflict, match=r'conflict with "before-first-apply" using v1: \.spec\.containers'
     ):
         server_side_apply(live, _config("nginx:2"), "alice", False, T1)
+
+
+def _client_side_applied(config: dict[str, Any]) -> dict[str, Any]:
+    """An object `kubectl apply` (client-side) created from `config`."""
+    obj = copy.deepcopy(config)
+    obj["metadata"]["annotations"] = {LAST_APPLIED: json.dumps(config)}
+    return _stored(record_update(None, obj, "kubectl-client-side-apply", T0))
+
+
+def test_kubectl_takes_over_fields_its_last_applied_annotation_still_describes() -> None:
+    live = _client_side_applied(_config())
+    out = server_side_apply(live, _config("nginx:2"), "kubectl", False, T1)  # no conflict: an upgrade
+    assert out["spec"]["containers"][0]["image"] == "nginx:2"
+    last = json.loads(out["metadata"]["annotations"][LAST_APPLIED])
+    assert last["spec"]["containers"][0]["image"] == "nginx:2"  # kept in step for client-side apply
+    with pytest.raises(ApplyConflict):  # any other manager name gets the conflict
+        server_side_apply(live, _config("nginx:2"), "helm", False, T1)
+
+
+def test_kubectl_still_conflicts_where_the_annotation_is_stale() -> None:
+    live = _client_side_applied(_config())
+    edited = copy.deepcopy(live)
+    edited["spec"]["containers"][0]["image"] = "nginx:3"
+    live = _stored(record_update(live, edited, "kubectl-set", T1))
+    with pytest.raises(ApplyConflict, match='conflict with "kubectl-set"'):
+        server_side_apply(live, _config("nginx:2"), "kubectl", False, T2)
 
 
 def test_the_main_resource_ignores_status_and_the_status_subresource_takes_only_status() -> None:

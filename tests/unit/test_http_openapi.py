@@ -519,7 +519,7 @@ async def test_kubectl_apply_patches_by_our_merge_keys(
 
 
 @needs_kubectl
-async def test_kubectl_server_side_apply_reports_conflicts_as_upstream(
+async def test_kubectl_moves_from_client_side_to_server_side_apply_without_conflicts(
     doc_server: tuple[str, _DocServer], tmp_path: Path
 ) -> None:
     url, server = doc_server
@@ -528,8 +528,27 @@ async def test_kubectl_server_side_apply_reports_conflicts_as_upstream(
     changed["spec"]["containers"][0]["image"] = "nginx:2"
     (tmp_path / "pod.json").write_text(json.dumps(changed))
     code, out = await _kubectl(url, tmp_path, "apply", "--server-side", "-f", str(tmp_path / "pod.json"))
+    assert code == 0, out  # the image was kubectl-client-side-apply's, and its annotation says so
+    applies = [(q, body) for t, q, body in server.patches if t == "application/apply-patch+yaml"]
+    assert "force=false" in applies[0][0]
+
+
+@needs_kubectl
+async def test_kubectl_server_side_apply_reports_conflicts_as_upstream(
+    doc_server: tuple[str, _DocServer], tmp_path: Path
+) -> None:
+    url, server = doc_server
+    server.live = record_update(None, server.live, "kubectl-client-side-apply", "2026-01-01T00:00:00Z")
+    edited = json.loads(json.dumps(server.live))
+    edited["spec"]["containers"][0]["image"] = "nginx:3"
+    server.live = record_update(server.live, edited, "kubectl-set", "2026-01-01T00:00:30Z")
+    changed = json.loads(json.dumps(_APPLIED))
+    changed["spec"]["containers"][0]["image"] = "nginx:2"
+    (tmp_path / "pod.json").write_text(json.dumps(changed))
+    code, out = await _kubectl(url, tmp_path, "apply", "--server-side", "-f", str(tmp_path / "pod.json"))
     assert code != 0
-    assert 'Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using v1' in out
+    expected = 'Apply failed with 1 conflict: conflict with "kubectl-set" using v1 at 2026-01-01T00:00:30Z'
+    assert expected in out, out
     assert '.spec.containers[name="web"].image' in out
     code, out = await _kubectl(
         url, tmp_path, "apply", "--server-side", "--force-conflicts", "-f", str(tmp_path / "pod.json")
@@ -537,6 +556,5 @@ async def test_kubectl_server_side_apply_reports_conflicts_as_upstream(
     assert code == 0, out
     applies = [(q, body) for t, q, body in server.patches if t == "application/apply-patch+yaml"]
     assert "force=false" in applies[0][0]
-    query, body = applies[-1]
-    assert "fieldManager=kubectl" in query and "force=true" in query
-    assert body["spec"]["containers"][0]["image"] == "nginx:2"
+    forced = [body for query, body in applies if "fieldManager=kubectl&" in query and "force=true" in query]
+    assert forced and forced[-1]["spec"]["containers"][0]["image"] == "nginx:2"
