@@ -37,11 +37,12 @@ honour:
 * for the manager `kubectl` only, as upstream: conflicts on fields the object's client-side apply
   annotation (last-applied-configuration) still describes truthfully are taken over without
   `force` (moving from client-side to server-side apply), and that annotation, when present, is
-  rewritten to the applied configuration.
+  rewritten to the applied configuration;
+* more than ten Update managers: the oldest fold into `ancient-changes` (capmanagers.go).
 
-Not done (said plainly): no conversion between versions (kse serves one version per kind), no
-`oldUpdatesManagerName` folding of more than ten Update managers, no duplicate-item handling
-beyond keeping the first of two list items with one key.
+Not done (said plainly): no conversion between versions (kse serves one version per kind); a live
+list holding two items with one key keeps the first (upstream tolerates such duplicates more
+carefully); pruning does not keep a list item for the sake of a child field another manager owns.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ __all__ = [
 APPLY = "Apply"
 UPDATE = "Update"
 BEFORE_FIRST_APPLY = "before-first-apply"
+ANCIENT_CHANGES = "ancient-changes"
+MAX_UPDATE_MANAGERS = 10  # upstream's DefaultMaxUpdateManagers
 KUBECTL = "kubectl"  # the manager whose applies upstream reconciles with client-side apply
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -552,5 +555,33 @@ def _update(
         entry.fields |= changed
         entry.time, entry.api_version = now, str(out.get("apiVersion", "")) or entry.api_version
     _prune(entries, out)
+    _cap_updates(entries)
     _write_entries(out, entries)
     return out
+
+
+def _cap_updates(entries: list[_Entry]) -> None:
+    """capmanagers.go: past MAX_UPDATE_MANAGERS Update entries, the oldest are merged into one
+    `ancient-changes` entry (the time of the newest merged), so managedFields cannot grow forever."""
+    updates = sorted((e for e in entries if e.key.operation == UPDATE), key=lambda e: (e.time, e.key.manager))
+    count = len([e for e in updates if e.fields])
+    bucket_key = ManagerKey(ANCIENT_CHANGES, UPDATE)
+    bucket = next((e for e in entries if e.key == bucket_key), None)
+    first: _Entry | None = None
+    for entry in updates:
+        if count <= MAX_UPDATE_MANAGERS:
+            return
+        if not entry.fields:
+            continue
+        if first is None:
+            first = entry  # the oldest: it becomes the bucket (or already is)
+            continue
+        if entry is bucket:
+            continue
+        if bucket is None:
+            bucket = _Entry(bucket_key, first.api_version, first.time, first.fields)
+            entries[entries.index(first)] = bucket
+        bucket.fields = bucket.fields | entry.fields
+        bucket.time = entry.time
+        entries.remove(entry)
+        count -= 1

@@ -358,6 +358,25 @@ def test_updates_of_an_object_nobody_tracks_record_nothing() -> None:
     assert "managedFields" not in record_update(live, edited, "kubectl-label", T1)["metadata"]
 
 
+def test_more_than_ten_update_managers_are_folded_into_ancient_changes() -> None:
+    obj = record_update(None, _config(), "creator", "2026-01-01T00:00:00Z")
+    for i in range(12):
+        edited = copy.deepcopy(obj)
+        edited["metadata"]["labels"][f"l{i}"] = "x"
+        obj = record_update(obj, edited, f"m{i:02d}", f"2026-01-01T00:{i + 1:02d}:00Z")
+    entries = _entries(obj)
+    assert len(entries) == 10
+    ancient = entries[("ancient-changes", "Update")]
+    # Each update past the cap folds the oldest into the bucket: creator, m00, m01, m02 by now; the
+    # bucket carries the time of the newest it took.
+    assert not {("creator", "Update"), ("m00", "Update"), ("m01", "Update"), ("m02", "Update")} & set(entries)
+    assert ("m03", "Update") in entries
+    assert ancient["time"] == "2026-01-01T00:03:00Z"
+    owned = from_fields_v1(ancient["fieldsV1"])
+    assert ("f:metadata", "f:labels", "f:l0") in owned and ("f:metadata", "f:labels", "f:l1") in owned
+    assert ("f:spec", "f:containers", 'k:{"name":"web"}', "f:image") in owned
+
+
 def test_an_update_that_changes_nothing_adds_no_entry() -> None:
     live = _stored(server_side_apply(None, _config(), "alice", False, T0))
     out = record_update(live, copy.deepcopy(live), "kubectl-edit", T1)
