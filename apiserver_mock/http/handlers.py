@@ -62,6 +62,15 @@ class Reply:
         return resp
 
 
+def object_reply(data: bytes, code: int = 200, warnings: list[str] | None = None) -> web.Response:
+    """A serialized `Object` answered as JSON. Its text comes from the shared cache: the bytes of
+    a write's answer are the bytes its watch event will carry, so watchers reuse the conversion."""
+    resp = web.Response(body=codec.JSON_CACHE.text(data), status=code, content_type="application/json")
+    for w in warnings or ():
+        resp.headers.add("Warning", w)
+    return resp
+
+
 class Handlers:
     def __init__(self, service: ResourcesService) -> None:
         self.service = service
@@ -81,8 +90,8 @@ class Handlers:
             data, _ = await self.call(
                 "Get", ident, pb.GetRequest(resource=t.kind.resource, namespace=t.namespace, name=t.name)
             )
-            obj = codec.object_json(data)
             if table is not None:
+                obj = codec.object_json(data)
                 return Reply(
                     tables.table(
                         t.kind.resource,
@@ -91,7 +100,7 @@ class Handlers:
                         {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
                     )
                 ).response()
-            return Reply(obj).response()
+            return object_reply(data)
         rv, match = params.resource_version_match(q)
         if watching:
             # A watch on one object's path is a watch on its name, as upstream's handler rewrites it.
@@ -156,7 +165,7 @@ class Handlers:
         req = pb.WriteRequest(fence=self._fence(request), dry_run=params.dry_run(request.query))
         getattr(req.object, t.kind.field).CopyFrom(msg)
         data, _ = await self.call("Create", ident, req)
-        return Reply(codec.object_json(data), 201, warnings).response()
+        return object_reply(data, 201, warnings)
 
     async def update(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
         raw, msg, unknown = codec.body_object(body, t.kind)
@@ -167,7 +176,7 @@ class Handlers:
             old = None  # the update answers 404 (or authorizes the update) itself
         msg = self._managed(request, t, old, raw, msg)
         data = await self._update(request, ident, t, msg)
-        return Reply(codec.object_json(data), 200, warnings).response()
+        return object_reply(data, 200, warnings)
 
     async def _update(self, request: web.Request, ident: Identity, t: Target, msg: Message) -> bytes:
         req = pb.WriteRequest(fence=self._fence(request), dry_run=params.dry_run(request.query))
@@ -244,7 +253,7 @@ class Handlers:
             )
         else:
             data, _ = await self.call("Delete", ident, req)
-        return Reply(codec.object_json(data)).response()
+        return object_reply(data)
 
     async def delete_collection(
         self, request: web.Request, ident: Identity, t: Target, body: bytes
@@ -344,9 +353,7 @@ class Handlers:
                 if pinned or attempt == PATCH_ATTEMPTS - 1:
                     raise
                 continue
-            return Reply(
-                codec.object_json(data), 200, codec.warnings_for(unknown) if mode == "Warn" else []
-            ).response()
+            return object_reply(data, 200, codec.warnings_for(unknown) if mode == "Warn" else [])
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _server_side_apply(
@@ -394,7 +401,7 @@ class Handlers:
                     data, _ = await self.call("Create", ident, req)
                 except AlreadyExists:
                     continue  # created meanwhile: apply to it
-                return Reply(codec.object_json(data), 201, warnings).response()
+                return object_reply(data, 201, warnings)
             msg.metadata.resource_version = live["metadata"].get("resourceVersion", "")  # type: ignore[attr-defined]
             try:
                 data = await self._update(request, ident, t, msg)
@@ -402,7 +409,7 @@ class Handlers:
                 if attempt == PATCH_ATTEMPTS - 1:
                     raise
                 continue
-            return Reply(codec.object_json(data), 200, warnings).response()
+            return object_reply(data, 200, warnings)
         raise errors.conflict(t.kind, t.name, errors.MODIFIED)
 
     @staticmethod
