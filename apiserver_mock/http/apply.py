@@ -42,7 +42,9 @@ honour:
 
 Not done (said plainly): no conversion between versions (kse serves one version per kind); a live
 list holding two items with one key keeps the first (upstream tolerates such duplicates more
-carefully); pruning does not keep a list item for the sake of a child field another manager owns.
+carefully); a list item the applier stops sending goes whole when the applier alone owned the item
+itself, even if another manager owns a field inside it (upstream's prune reads the same way; not
+checked against structured-merge-diff itself).
 """
 
 from __future__ import annotations
