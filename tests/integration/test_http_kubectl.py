@@ -55,6 +55,9 @@ def test_get_create_describe_delete(kubeconfig: Path, tmp_path: Path):
     assert out.stdout.splitlines()[0].split() == [
         "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"
     ]  # fmt: skip
+    out = kubectl(kubeconfig, "get", "pods", "-A")
+    assert out.stdout.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert out.stdout.splitlines()[1].split()[:2] == ["default", "web"]
     out = kubectl(kubeconfig, "get", "pod", "web", "-o", "json")
     pod = json.loads(out.stdout)
     assert pod["metadata"]["labels"] == {"app": "web"}
