@@ -195,3 +195,17 @@ def test_field_validation_through_kubectl(kubeconfig: Path, tmp_path: Path):
     out = kubectl(kubeconfig, "create", "--validate=warn", "-f", str(manifest))
     assert "pod/web created" in out.stdout
     assert 'Warning: unknown field "spec.nodeSelecter"' in out.stderr, out.stderr
+
+
+def test_drain(kubeconfig: Path, tmp_path: Path):
+    node = tmp_path / "node.yaml"
+    node.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: node-d}\n")
+    kubectl(kubeconfig, "create", "-f", str(node))
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD_YAML.replace("spec:\n", "spec:\n  nodeName: node-d\n"))
+    kubectl(kubeconfig, "create", "-f", str(manifest))
+    out = kubectl(kubeconfig, "drain", "node-d", "--force", "--ignore-daemonsets", "--timeout=30s")
+    assert "node/node-d drained" in out.stdout, (out.stdout, out.stderr)
+    assert kubectl(kubeconfig, "get", "pods", "-o", "name").stdout.strip() == ""
+    got = json.loads(kubectl(kubeconfig, "get", "node", "node-d", "-o", "json").stdout)
+    assert got["spec"]["unschedulable"] is True
