@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -69,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1:6443",
         metavar="HOST:PORT",
         help="address to serve on; port 0 picks a free port (default: %(default)s)",
+    )
+    srv.add_argument(
+        "--http-listen",
+        type=_listen,
+        metavar="HOST:PORT",
+        help="also serve the Kubernetes HTTP API (HTTPS, same certificates, for kubectl and the "
+        "Kubernetes client libraries) on this address; port 0 picks a free port (default: off)",
+    )
+    srv.add_argument(
+        "--http-max-inflight",
+        type=_positive_int,
+        default=400,
+        metavar="N",
+        help="concurrent non-watch HTTP requests before answering 429 (default: %(default)s)",
     )
     srv.add_argument("--tls-cert", type=Path, help="serving certificate")
     srv.add_argument("--tls-key", type=Path, help="serving key")
@@ -201,6 +216,8 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         fencing=args.fencing == "on",
         require_fence_for=tuple(dict.fromkeys(u for u in args.require_fence_for if u)),
         audit_log=args.audit_log,
+        http_listen=args.http_listen,
+        http_max_inflight=args.http_max_inflight,
     )
 
 
@@ -231,13 +248,19 @@ async def serve(config: ServerConfig, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with APIServer(config) as server:
         address = client_address(server.address)
+        http = server.http_address
+        http_address = client_address(http) if http is not None else ""
         if args.connection_file is not None:
             pki = args.pki_dir
-            ConnectionFile.for_identity(
+            conn = ConnectionFile.for_identity(
                 address, cert_path(pki, ADMIN), key_path(pki, ADMIN), ca_bundle_path(pki)
-            ).save(args.connection_file)
+            )
+            dataclasses.replace(conn, http_address=http_address).save(args.connection_file)
         if args.ready_file is not None:
-            write_atomic(args.ready_file, json.dumps({"address": address, "pid": os.getpid()}) + "\n")
+            ready: dict[str, object] = {"address": address, "pid": os.getpid()}
+            if http_address:
+                ready["http_address"] = http_address
+            write_atomic(args.ready_file, json.dumps(ready) + "\n")
         await stop.wait()
         log.info("signal received; stopping (grace %.0fs)", STOP_GRACE_S)
         await server.stop(STOP_GRACE_S)

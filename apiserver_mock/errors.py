@@ -59,7 +59,24 @@ class Conflict(APIError, status=apierrors.CONFLICT):
 
 
 class Invalid(APIError, status=apierrors.INVALID):
-    """The object fails validation; the message names every bad field."""
+    """A request or object that fails validation; the message names every bad field.
+    `field_errors` holds the rendered field errors (`spec.containers[0].image: Required value`) when
+    the message was built from them (`invalid`), so the HTTP front door can list them as
+    metav1.Status `details.causes`; `kind` and `name` name the object then."""
+
+    def __init__(
+        self,
+        message: str,
+        code: grpc.StatusCode | None = None,
+        *,
+        field_errors: tuple[str, ...] = (),
+        kind: Kind | None = None,
+        name: str = "",
+    ) -> None:
+        super().__init__(message, code)
+        self.field_errors = field_errors
+        self.kind = kind
+        self.name = name
 
 
 class Forbidden(APIError, status=apierrors.FORBIDDEN):
@@ -115,4 +132,9 @@ def too_old(requested: int, oldest: int) -> Gone:
 def invalid(kind: Kind, name: str, errors: list[str]) -> Invalid:
     """`Pod "web" is invalid: spec.containers[0].image: Required value` (several: `[a, b]`)."""
     body = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-    return Invalid(f'{qualified_kind(kind)} "{name}" is invalid: {body}')
+    return Invalid(
+        f'{qualified_kind(kind)} "{name}" is invalid: {body}',
+        field_errors=tuple(errors),
+        kind=kind,
+        name=name,
+    )

@@ -28,6 +28,7 @@ from apiserver_mock.audit import AuditLog
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.auth.authz import Authorizer
 from apiserver_mock.fencing import Fencer
+from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
 from apiserver_mock.storage import Store
@@ -66,6 +67,9 @@ class ServerConfig:
     # How often the etcd client looks at --etcd-ca/--etcd-cert/--etcd-key and, when they changed,
     # moves to new channels (kse.etcdclient.client, "Credential reload"); None: read them once.
     etcd_credential_reload_interval: float | None = 1.0
+    # The Kubernetes HTTP API (apiserver_mock.http) on this HOST:PORT; None: gRPC only.
+    http_listen: str | None = None
+    http_max_inflight: int = 400
     extra_options: list[tuple[str, Any]] = field(default_factory=list)
 
 
@@ -150,11 +154,17 @@ class APIServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._service: ResourcesService | None = None
         self.audit: AuditLog | None = None
+        self.http: HTTPFrontDoor | None = None
 
     @property
     def address(self) -> str:
         host = self.config.listen.rpartition(":")[0] or "127.0.0.1"
         return f"{host}:{self.port}"
+
+    @property
+    def http_address(self) -> str | None:
+        """HOST:PORT of the Kubernetes HTTP API, or None when it is not served."""
+        return self.http.address if self.http is not None else None
 
     async def __aenter__(self) -> APIServer:
         try:
@@ -241,6 +251,17 @@ class APIServer:
         if self.port == 0:
             raise OSError(f"cannot listen on {cfg.listen}")
         await server.start()
+        if cfg.http_listen is not None:
+            door = HTTPFrontDoor(
+                self._service,
+                cfg.http_listen,
+                cfg.tls_cert,
+                cfg.tls_key,
+                cfg.client_ca,
+                max_inflight=cfg.http_max_inflight,
+            )
+            await door.__aenter__()
+            self.http = door
         log.info("listening on %s; loading watch caches", self.address)
         await self._wait_caches()
         self._spawn(self._progress_loop(), name="progress")
@@ -291,6 +312,9 @@ class APIServer:
         if self.server is not None:
             await self.server.stop(grace)
             self.server = None
+        if self.http is not None:
+            door, self.http = self.http, None
+            await door.__aexit__(None, None, None)
         if self.audit is not None:  # after the server: in-flight writes have recorded themselves
             self.audit.close()
             self.audit = None

@@ -45,7 +45,7 @@ def _passthrough(response: bytes | Any) -> bytes:
 
 def error_status(e: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
     """The status and message for an exception raised while serving `method`."""
-    if isinstance(e, APIError):
+    if isinstance(e, APIError | AuditFailed):
         return e.code, e.message
     if isinstance(e, CompactedError):
         return (
@@ -61,6 +61,16 @@ def error_status(e: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.UNAVAILABLE, f"etcd is unavailable: {e}"
     log.error("%s: internal error", method, exc_info=e)
     return grpc.StatusCode.INTERNAL, f"internal error: {type(e).__name__} (see the API server log)"
+
+
+class AuditFailed(Exception):
+    """A write was applied but its audit record could not be written (answered INTERNAL)."""
+
+    code = grpc.StatusCode.INTERNAL
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
 
 
 CANCELLED_WRITE = "the call was cancelled during the write; it may or may not have been applied"
@@ -93,24 +103,24 @@ class ResourcesService:
         self.authn = authn
         # Set once every watch cache has loaded; calls arriving earlier wait for it.
         self.ready = asyncio.Event()
+        self._verbs = self.verbs()
 
     def handlers(self) -> grpc.GenericRpcHandler:
-        reg = self.registry
-        unary: dict[str, tuple[Verb, Callable[[bytes], Any]]] = {
-            "Get": (reg.get, pb.GetRequest.FromString),
-            "List": (self.reads.list, pb.ListRequest.FromString),
-            "Create": (reg.create, pb.WriteRequest.FromString),
-            "Update": (reg.update, pb.WriteRequest.FromString),
-            "UpdateStatus": (self._update_status, pb.WriteRequest.FromString),
-            "Delete": (reg.delete, pb.DeleteRequest.FromString),
-            "Bind": (reg.bind, pb.BindRequest.FromString),
-            "Evict": (reg.evict, pb.EvictRequest.FromString),
+        deserializers: dict[str, Callable[[bytes], Any]] = {
+            "Get": pb.GetRequest.FromString,
+            "List": pb.ListRequest.FromString,
+            "Create": pb.WriteRequest.FromString,
+            "Update": pb.WriteRequest.FromString,
+            "UpdateStatus": pb.WriteRequest.FromString,
+            "Delete": pb.DeleteRequest.FromString,
+            "Bind": pb.BindRequest.FromString,
+            "Evict": pb.EvictRequest.FromString,
         }
         methods: dict[str, grpc.RpcMethodHandler] = {
             name: grpc.unary_unary_rpc_method_handler(
-                self._unary(name, verb), request_deserializer=deser, response_serializer=_passthrough
+                self._unary(name), request_deserializer=deser, response_serializer=_passthrough
             )
-            for name, (verb, deser) in unary.items()
+            for name, deser in deserializers.items()
         }
         methods["Watch"] = grpc.unary_stream_rpc_method_handler(
             self.watch, request_deserializer=pb.WatchRequest.FromString, response_serializer=_passthrough
@@ -120,40 +130,77 @@ class ResourcesService:
     async def _update_status(self, ident: Identity, req: pb.WriteRequest) -> tuple[bytes, int]:
         return await self.registry.update(ident, req, status=True)
 
-    def _unary(self, name: str, verb: Verb) -> Callable[[Any, Context], Awaitable[bytes]]:
+    def verbs(self) -> dict[str, Verb]:
+        """Every unary verb by its gRPC method name; the HTTP front door calls the same ones."""
+        reg = self.registry
+        return {
+            "Get": reg.get,
+            "List": self.reads.list,
+            "Create": reg.create,
+            "Update": reg.update,
+            "UpdateStatus": self._update_status,
+            "Delete": reg.delete,
+            "Bind": reg.bind,
+            "Evict": reg.evict,
+        }
+
+    async def call(self, name: str, ident: Identity, request: Any) -> tuple[bytes, int]:
+        """Run verb `name` (a gRPC method name) for an authenticated caller, whatever the protocol.
+
+        Waits for the caches, runs the registry verb and, for a write, appends its audit record
+        before returning (or re-raising), exactly as the gRPC handler always did: both front doors
+        go through here, so neither can skip the audit log. Raises the verb's exception unchanged
+        (the caller maps it to its protocol's error); an applied write whose record cannot be
+        written raises `AuditFailed`.
+        """
+        verb = self._verbs[name]
+        audit = self.audit if name in WRITE_METHODS else None
+        if not self.ready.is_set():
+            await self.ready.wait()
+        try:
+            data, rev = await verb(ident, request)
+        except asyncio.CancelledError:
+            if audit is not None:
+                _record_refusal(audit, name, ident, request, grpc.StatusCode.CANCELLED, CANCELLED_WRITE)
+            raise
+        except Exception as e:
+            if audit is not None:
+                code, message = error_status(e, f"{SERVICE}/{name}")
+                _record_refusal(audit, name, ident, request, code, message)
+            raise
+        if audit is not None:
+            try:
+                audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
+            except Exception as e:
+                log.error("%s/%s: audit log write failed after the write was applied: %s", SERVICE, name, e)
+                raise AuditFailed(
+                    f"the write was applied at revision {rev} but its audit record could not be "
+                    f"written ({e}); re-read the object"
+                ) from e
+        return data, rev
+
+    def _unary(self, name: str) -> Callable[[Any, Context], Awaitable[bytes]]:
         authn = self.authn
         method = f"{SERVICE}/{name}"
-        ready = self.ready
         audit = self.audit if name in WRITE_METHODS else None
+        call = self.call
 
         async def handler(request: Any, context: Context) -> bytes:
-            ident: Identity | None = None
-            called = False
             try:
-                if not ready.is_set():
-                    await ready.wait()
-                called = True
-                ident = authn.identify(context)
-                data, rev = await verb(ident, request)
+                try:
+                    ident = authn.identify(context)
+                except Exception as e:
+                    # Refused before the verb ran (no client identity): still a refused write.
+                    if audit is not None:
+                        code, message = error_status(e, method)
+                        _record_refusal(audit, name, None, request, code, message)
+                    raise
+                data, rev = await call(name, ident, request)
             except asyncio.CancelledError:
-                if audit is not None and called:
-                    _record_refusal(audit, name, ident, request, grpc.StatusCode.CANCELLED, CANCELLED_WRITE)
                 raise
             except Exception as e:
                 code, message = error_status(e, method)
-                if audit is not None:
-                    _record_refusal(audit, name, ident, request, code, message)
                 await context.abort(code, message)
-            if audit is not None:
-                try:
-                    audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
-                except Exception as e:
-                    log.error("%s: audit log write failed after the write was applied: %s", method, e)
-                    await context.abort(
-                        grpc.StatusCode.INTERNAL,
-                        f"the write was applied at revision {rev} but its audit record could not be "
-                        f"written ({e}); re-read the object",
-                    )
             context.set_trailing_metadata(((REVISION_TRAILER, str(rev)),))
             return data
 

@@ -16,7 +16,7 @@ Every form here is checked against the protobuf runtime's own parse in the unit 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from kse.objects.kinds import KINDS, Kind
 from proto import kse_pb2 as pb
@@ -118,3 +118,34 @@ def object_list(
     if remaining is not None:
         meta.remaining_item_count = remaining
     return field(1, meta.SerializeToString()) + b"".join(list_item(i) for i in items)
+
+
+def length_delimited_fields(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(field number, payload) of each field of a message whose fields are all length-delimited
+    (ObjectList, WatchEventBatch, WatchEvent: strings and messages): the inverse of `field`, so
+    the HTTP door can reuse an item's exact bytes (as a cache key) without decoding them.
+    Raises ValueError on anything else (a varint or fixed-width field, a truncated payload)."""
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while pos < end:
+        key, pos = _read_varint(view, pos)
+        if key & 7 != _LEN:
+            raise ValueError(f"field {key >> 3} has wire type {key & 7}, not length-delimited")
+        size, pos = _read_varint(view, pos)
+        if pos + size > end:
+            raise ValueError("truncated length-delimited field")
+        yield key >> 3, data[pos : pos + size]
+        pos += size
+
+
+def _read_varint(view: memoryview, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(view):
+            raise ValueError("truncated varint")
+        b = view[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7

@@ -39,6 +39,8 @@ class ConnectionFile:
     cert_file: Path
     key_file: Path
     tls_server_name: str = "localhost"
+    # HOST:PORT of the Kubernetes HTTP API (`kse apiserver --http-listen`); "" when not served.
+    http_address: str = ""
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> ConnectionFile:
@@ -75,6 +77,7 @@ class ConnectionFile:
             cert_file=_path(raw["cert_file"]),
             key_file=_path(raw["key_file"]),
             tls_server_name=str(raw.get("tls_server_name") or "localhost"),
+            http_address=str(raw.get("http_address") or ""),
         )
 
     @classmethod
@@ -85,13 +88,16 @@ class ConnectionFile:
         return cls(server, Path(ca_file), Path(cert_file), Path(key_file), tls_server_name)
 
     def to_dict(self) -> dict[str, str]:
-        return {
+        out = {
             "server": self.server,
             "ca_file": str(self.ca_file),
             "cert_file": str(self.cert_file),
             "key_file": str(self.key_file),
             "tls_server_name": self.tls_server_name,
         }
+        if self.http_address:  # only with an HTTP API, so the file is unchanged without one
+            out["http_address"] = self.http_address
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write atomically (temp file in the same directory, then rename): readers see old or new."""

@@ -1,3 +1,4 @@
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -22,8 +23,26 @@ class OwnerReference(_message.Message):
     block_owner_deletion: bool
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., controller: _Optional[bool] = ..., block_owner_deletion: _Optional[bool] = ...) -> None: ...
 
+class ManagedFieldsEntry(_message.Message):
+    __slots__ = ("manager", "operation", "api_version", "time", "fields_type", "fields_v1", "subresource")
+    MANAGER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_TYPE_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_V1_FIELD_NUMBER: _ClassVar[int]
+    SUBRESOURCE_FIELD_NUMBER: _ClassVar[int]
+    manager: str
+    operation: str
+    api_version: str
+    time: str
+    fields_type: str
+    fields_v1: _struct_pb2.Struct
+    subresource: str
+    def __init__(self, manager: _Optional[str] = ..., operation: _Optional[str] = ..., api_version: _Optional[str] = ..., time: _Optional[str] = ..., fields_type: _Optional[str] = ..., fields_v1: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., subresource: _Optional[str] = ...) -> None: ...
+
 class ObjectMeta(_message.Message):
-    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "labels", "annotations", "owner_references", "finalizers")
+    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "labels", "annotations", "owner_references", "finalizers", "managed_fields")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +69,7 @@ class ObjectMeta(_message.Message):
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     OWNER_REFERENCES_FIELD_NUMBER: _ClassVar[int]
     FINALIZERS_FIELD_NUMBER: _ClassVar[int]
+    MANAGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     generate_name: str
     namespace: str
@@ -62,7 +82,8 @@ class ObjectMeta(_message.Message):
     annotations: _containers.ScalarMap[str, str]
     owner_references: _containers.RepeatedCompositeFieldContainer[OwnerReference]
     finalizers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ...) -> None: ...
+    managed_fields: _containers.RepeatedCompositeFieldContainer[ManagedFieldsEntry]
+    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ..., managed_fields: _Optional[_Iterable[_Union[ManagedFieldsEntry, _Mapping]]] = ...) -> None: ...
 
 class ListMeta(_message.Message):
     __slots__ = ("resource_version", "remaining_item_count")

@@ -326,7 +326,7 @@ class Registry:
         validate_binding(errs, binding)
         if errs:
             body = errs.items[0] if len(errs) == 1 else "[" + ", ".join(errs.items) + "]"
-            raise Invalid(f'Binding "{name}" is invalid: {body}')
+            raise Invalid(f'Binding "{name}" is invalid: {body}', field_errors=tuple(errs.items), name=name)
         want_rv = parse_rv(bmeta.resource_version) if bmeta.resource_version else None
         key = self.cache(POD).key(ns, name)
         guard = await self.guard(ident, req.fence, POD, "binding", name)

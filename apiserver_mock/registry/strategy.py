@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from google.protobuf.message import Message
 
-from apiserver_mock.errors import Invalid, invalid
+from apiserver_mock.errors import invalid
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.others import SYSTEM_PRIORITY_CLASSES
 from kse.objects.kinds import BY_FIELD, Kind
@@ -168,11 +168,13 @@ class PriorityClassStrategy(Strategy):
             return
         for other in list_all(BY_FIELD["priority_class"]):
             if other.global_default and other.metadata.name != pc.metadata.name:  # type: ignore[attr-defined]
-                raise Invalid(
-                    f'PriorityClass.scheduling.k8s.io "{pc.metadata.name}" is invalid: globalDefault: '
-                    f'Forbidden: PriorityClass "{other.metadata.name}" is already marked as default. '  # type: ignore[attr-defined]
-                    "Only one default can exist"
+                errs = FieldErrors()
+                errs.forbidden(
+                    "globalDefault",
+                    f'PriorityClass "{other.metadata.name}" is already marked as default. '  # type: ignore[attr-defined]
+                    "Only one default can exist",
                 )
+                raise invalid(BY_FIELD["priority_class"], pc.metadata.name, errs.items)
 
 
 STRATEGIES: dict[str, Strategy] = {

@@ -62,6 +62,7 @@ __all__ = [
     "DecodedObject",
     "ManifestError",
     "decode_manifests",
+    "decode_object",
     "go_format_float32",
     "go_json_float",
     "list_to_dict",
@@ -582,6 +583,12 @@ def _coerce_message(value: Any, desc: Descriptor, path: str, walk: _Walk) -> dic
 
 
 def _coerce_field(item: Any, fd: FieldDescriptor, path: str, walk: _Walk) -> Any:
+    if fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Struct":
+        # Free-form JSON (managedFields[].fieldsV1): kept as written, as upstream keeps it raw.
+        if not isinstance(item, dict):
+            raise _FieldError(path, f"expected an object, got {_type_name(item)} {_shown(item)}")
+        walk.tick(path)
+        return item
     if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
         return _coerce_map(item, fd, path, walk)
     if fd.is_repeated:
@@ -881,3 +888,15 @@ def to_yaml_all(objs: Sequence[pb.Object | Message]) -> str:
 def to_json(obj: pb.Object | Message, indent: int | None = 2) -> str:
     """One object as JSON."""
     return json.dumps(to_dict(obj), indent=indent, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- one decoded JSON object, as an API server
+
+
+def decode_object(raw: dict[str, Any], kind: Kind, source: str = "<request body>") -> DecodedObject:
+    """One already-decoded JSON object of `kind` (a request body), coerced as a manifest is, with
+    the JSON paths of the fields no message has (for kube-apiserver's `fieldValidation`).
+
+    Unlike `load_manifests`, the kind is known (from the URL); the body's own kind and apiVersion
+    are left for validation to compare. Raises ManifestError naming the field path."""
+    return _object_from_dict(raw, kind, source, 1, "")

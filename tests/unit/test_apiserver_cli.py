@@ -154,3 +154,26 @@ def test_resolve_order(tmp_path: Path, monkeypatch):
     assert resolve(None) == home / ".kse" / "config.json"
     with pytest.raises(ConfigError, match="from --config"):
         resolve(str(tmp_path / "nope.json"))
+
+
+def test_http_listen_flag(pki, capsys):
+    parser = cli.build_parser()
+    base = ["--etcd-endpoints", "http://127.0.0.1:1", "--pki-dir", str(pki.dir)]
+    cfg = cli.config_from_args(parser, parser.parse_args(base))
+    assert cfg.http_listen is None and cfg.http_max_inflight == 400
+    cfg = cli.config_from_args(
+        parser, parser.parse_args([*base, "--http-listen", "127.0.0.1:0", "--http-max-inflight", "7"])
+    )
+    assert cfg.http_listen == "127.0.0.1:0" and cfg.http_max_inflight == 7
+    code, err = run_main([*base, "--http-listen", "nope"], capsys)
+    assert code == 2 and "expected HOST:PORT" in err
+
+
+def test_connection_file_http_address_only_when_served(tmp_path: Path):
+    conn = ConnectionFile("127.0.0.1:1", tmp_path / "ca.crt", tmp_path / "a.crt", tmp_path / "a.key")
+    assert "http_address" not in conn.to_dict()
+    with_http = ConnectionFile(
+        "127.0.0.1:1", tmp_path / "ca.crt", tmp_path / "a.crt", tmp_path / "a.key", http_address="127.0.0.1:2"
+    )
+    with_http.save(tmp_path / "c.json")
+    assert ConnectionFile.load(tmp_path / "c.json") == with_http

@@ -73,3 +73,18 @@ def test_object_list():
     assert [o.node.metadata.resource_version for o in lst.items] == ["3", "5"]
     empty = pb.ObjectList.FromString(wire.object_list(11, []))
     assert not empty.metadata.HasField("remaining_item_count") and not empty.items
+
+
+def test_length_delimited_fields_split_lists_and_batches_into_their_exact_bytes() -> None:
+    pod = BY_FIELD["pod"]
+    obj = wire.object_wire(pod, pb.Pod(metadata=pb.ObjectMeta(name="a")).SerializeToString(), 7)
+    lst = wire.object_list(9, [obj, obj], "tok", 3)
+    fields = list(wire.length_delimited_fields(lst))
+    assert [n for n, _ in fields] == [1, 2, 2] and fields[1][1] == obj and fields[2][1] == obj
+    assert pb.ListMeta.FromString(fields[0][1]).resource_version == "9"
+    batch = wire.frame_event(wire.watch_event("ADDED", obj, 7)) + wire.bookmark_batch(9)
+    events = [dict(wire.length_delimited_fields(e)) for _, e in wire.length_delimited_fields(batch)]
+    assert events == [{1: b"ADDED", 2: obj, 3: b"7"}, {1: b"BOOKMARK", 3: b"9"}]
+    for bad in (b"\x08\x01", b"\x12\x05ab", b"\x12"):
+        with pytest.raises(ValueError):
+            list(wire.length_delimited_fields(bad))

@@ -1,0 +1,62 @@
+"""Kubernetes URL paths -> what they name.
+
+    /api/v1/RESOURCE[/NAME[/SUB]]                                   cluster-scoped, or all namespaces
+    /api/v1/namespaces/NS/RESOURCE[/NAME[/SUB]]                     namespaced
+    /apis/GROUP/VERSION/...                                         the same under a named group
+
+as `k8s.io/apiserver/pkg/endpoints/request/requestinfo.go` splits them. The resource must be served
+at that group/version (`kse.objects.kinds`), else 404 as kube-apiserver answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apiserver_mock.errors import NotFound
+from kse.objects.kinds import BY_RESOURCE, Kind
+
+# Subresources served, per resource (everything else under a name is 404).
+SUBRESOURCES: dict[str, tuple[str, ...]] = {"pods": ("binding", "status", "eviction"), "nodes": ("status",)}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resource request: `namespace` "" means cluster-scoped, or every namespace for a list."""
+
+    kind: Kind
+    namespace: str = ""
+    name: str = ""
+    subresource: str = ""
+
+
+def not_found(path: str) -> NotFound:
+    return NotFound(f"the server could not find the requested resource (path {path})")
+
+
+def parse(path: str) -> Target | None:
+    """The resource a path names; None when it is not a resource path (discovery, health...)."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "api" and parts[1] == "v1":
+        group_version, rest = "v1", parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+    else:
+        return None
+    namespace = ""
+    if rest[0] == "namespaces" and len(rest) >= 3:
+        namespace, rest = rest[1], rest[2:]
+    resource, name, sub = rest[0], "", ""
+    if len(rest) >= 2:
+        name = rest[1]
+    if len(rest) == 3:
+        sub = rest[2]
+    kind = BY_RESOURCE.get(resource)
+    if (
+        len(rest) > 3
+        or kind is None
+        or kind.api_version != group_version
+        or (namespace and not kind.namespaced)
+        or (sub and sub not in SUBRESOURCES.get(resource, ()))
+    ):
+        raise not_found(path)
+    return Target(kind, namespace, name, sub)
