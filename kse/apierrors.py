@@ -19,6 +19,7 @@ import grpc
 
 __all__ = [
     "ALREADY_EXISTS",
+    "BAD_REQUEST",
     "CONFLICT",
     "EXPIRED",
     "FENCED",
@@ -46,6 +47,13 @@ class StatusReason:
     reason: str
     grpc_code: grpc.StatusCode
     http_status: int
+    # The reason the HTTP door writes into metav1.Status, where it differs from `reason` (a reason
+    # only kse has is spelled as the Kubernetes one whose handling fits it).
+    http_reason_override: str = ""
+
+    @property
+    def http_reason(self) -> str:
+        return self.http_reason_override or self.reason
 
 
 # Each row, with the apimachinery constructor that makes the same error (api/errors/errors.go).
@@ -57,14 +65,18 @@ ALREADY_EXISTS = StatusReason("AlreadyExists", grpc.StatusCode.ALREADY_EXISTS, 4
 CONFLICT = StatusReason("Conflict", grpc.StatusCode.ABORTED, 409)
 # NewInvalid: 422 Unprocessable Entity, every bad field listed.
 INVALID = StatusReason("Invalid", grpc.StatusCode.INVALID_ARGUMENT, 422)
+# NewBadRequest: a body that does not decode, a malformed selector or patch. Over gRPC it shares
+# INVALID_ARGUMENT with Invalid; over HTTP, Invalid (422) is an error that names its fields.
+BAD_REQUEST = StatusReason("BadRequest", grpc.StatusCode.INVALID_ARGUMENT, 400)
 # NewForbidden: the authorizer said no.
 FORBIDDEN = StatusReason("Forbidden", grpc.StatusCode.PERMISSION_DENIED, 403)
 # NewUnauthorized: no identity (over gRPC with mTLS, the handshake usually fails first).
 UNAUTHORIZED = StatusReason("Unauthorized", grpc.StatusCode.UNAUTHENTICATED, 401)
 # NewResourceExpired: a watch or list from a revision older than the server keeps ("410 Gone").
 EXPIRED = StatusReason("Expired", grpc.StatusCode.OUT_OF_RANGE, 410)
-# kse's own: a write under a fence token for a Lease the writer no longer holds.
-FENCED = StatusReason("Fenced", grpc.StatusCode.FAILED_PRECONDITION, 409)
+# kse's own: a write under a fence token for a Lease the writer no longer holds. Over HTTP it is a
+# 409 Conflict ("the state changed under you"), as a failed precondition is in Kubernetes.
+FENCED = StatusReason("Fenced", grpc.StatusCode.FAILED_PRECONDITION, 409, "Conflict")
 # NewTooManyRequests: load shed, or a watcher that fell too far behind.
 TOO_MANY_REQUESTS = StatusReason("TooManyRequests", grpc.StatusCode.RESOURCE_EXHAUSTED, 429)
 # NewTimeoutError: the call's deadline passed.
@@ -88,10 +100,10 @@ REASONS: tuple[StatusReason, ...] = (
     SERVICE_UNAVAILABLE,
     INTERNAL_ERROR,
 )
-_BY_REASON = {r.reason: r for r in REASONS}
+_BY_REASON = {r.reason: r for r in (*REASONS, BAD_REQUEST)}
 _BY_GRPC_CODE = {r.grpc_code: r for r in REASONS}
 _BY_GRPC_CODE[grpc.StatusCode.CANCELLED] = SERVICE_UNAVAILABLE  # a call cut by the transport
-assert len(_BY_REASON) == len(_BY_GRPC_CODE) - 1 == len(REASONS), "one row per reason and per code"
+assert len(_BY_REASON) - 1 == len(_BY_GRPC_CODE) - 1 == len(REASONS), "one row per reason and per code"
 
 
 def by_reason(reason: str) -> StatusReason | None:

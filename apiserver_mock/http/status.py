@@ -1,7 +1,7 @@
 """Errors as metav1.Status, with kube-apiserver's HTTP codes, reasons and details.
 
-The one mapping table: the API server's exception classes (`apiserver_mock.errors`, the same ones
-the gRPC side maps to status codes) -> (HTTP code, StatusReason). Shapes follow
+The mapping is the one table of `kse.apierrors` (reason, gRPC code, HTTP status), from which the API
+server's exception classes (`apiserver_mock.errors`) take their gRPC codes too. Shapes follow
 `k8s.io/apimachinery/pkg/api/errors/errors.go` (NewNotFound, NewConflict, NewInvalid, ...):
 `details` names the resource and object; an Invalid error lists one `cause` per field error.
 """
@@ -16,27 +16,10 @@ import grpc
 
 from apiserver_mock.errors import APIError, Invalid
 from apiserver_mock.service import error_status
+from kse import apierrors
 from kse.objects.kinds import Kind
 
 log = logging.getLogger(__name__)
-
-# gRPC status code of an APIError (or of error_status' mapping) -> HTTP code and StatusReason.
-HTTP_STATUS: dict[grpc.StatusCode, tuple[int, str]] = {
-    grpc.StatusCode.NOT_FOUND: (404, "NotFound"),
-    grpc.StatusCode.ALREADY_EXISTS: (409, "AlreadyExists"),
-    grpc.StatusCode.ABORTED: (409, "Conflict"),
-    grpc.StatusCode.INVALID_ARGUMENT: (400, "BadRequest"),  # 422 Invalid when it names fields
-    grpc.StatusCode.PERMISSION_DENIED: (403, "Forbidden"),
-    grpc.StatusCode.UNAUTHENTICATED: (401, "Unauthorized"),
-    grpc.StatusCode.OUT_OF_RANGE: (410, "Expired"),
-    # A write from a fenced-off leader: Kubernetes has no such error; 409 Conflict says "the state
-    # changed under you" and is never retried blindly with the same token by client-go's helpers.
-    grpc.StatusCode.FAILED_PRECONDITION: (409, "Conflict"),
-    grpc.StatusCode.RESOURCE_EXHAUSTED: (429, "TooManyRequests"),
-    grpc.StatusCode.UNAVAILABLE: (503, "ServiceUnavailable"),
-    grpc.StatusCode.DEADLINE_EXCEEDED: (504, "Timeout"),
-    grpc.StatusCode.INTERNAL: (500, "InternalError"),
-}
 
 # field.ErrorType strings (as FieldErrors renders them) -> metav1.CauseType.
 _CAUSE_TYPES: tuple[tuple[str, str], ...] = (
@@ -144,7 +127,10 @@ def http_error(
         extra = {"retryAfterSeconds": e.retry_after} if e.retry_after else None
         return e.http_code, status_body(e.http_code, e.reason, e.message, extra)
     grpc_code, message = error_status(e, what)
-    code, reason = HTTP_STATUS.get(grpc_code, (500, "InternalError"))
+    row = apierrors.by_grpc_code(grpc_code) or apierrors.INTERNAL_ERROR
+    if row is apierrors.INVALID:
+        row = apierrors.BAD_REQUEST  # 422 Invalid only when the error names its fields (below)
+    code, reason = row.http_status, row.http_reason
     details = _details(subject)
     if isinstance(e, Invalid) and e.field_errors:
         code, reason = 422, "Invalid"
