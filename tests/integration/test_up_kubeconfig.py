@@ -103,9 +103,11 @@ async def test_a_node_kubeconfig_reads_pods_and_is_forbidden_to_delete_a_node(
     path = tmp_path / "node-a.kubeconfig"
     made = await asyncio.to_thread(
         _kse, "kubeconfig", "--identity", "node-node-a", "--pki-dir", str(apiserver.pki.dir),
-        "--server", apiserver.http_url, "--out", str(path),
+        "--server", apiserver.http_url, "--out", str(path), "--relative",
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
+    # --relative (what compose's kubeconfig uses): kubectl resolves from the kubeconfig's directory.
+    assert yaml.safe_load(path.read_text())["users"][0]["user"]["client-key"].startswith("../")
     out = await asyncio.to_thread(kubectl, path, "get", "pods")
     assert out.returncode == 0 and "Forbidden" not in out.stderr
     out = await asyncio.to_thread(kubectl, path, "delete", "node", "node-b", check=False)

@@ -125,3 +125,32 @@ def test_bad_combinations_are_named(data_dir: Path, tmp_path: Path) -> None:
     assert code == 1 and "no CA in" in err
     code, _, err = run("--identity", "admin", "--data-dir", str(data_dir), "--server", "http://h:1")
     assert code == 1 and "https://" in err
+
+
+def test_datadir_init_writes_a_relative_kubeconfig_only_when_asked(tmp_path: Path) -> None:
+    base = ["datadir", "init", "--data-dir", str(tmp_path), "--server", "apiserver:6443"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert kse_main.main(base) == 0
+    assert not (tmp_path / "kubeconfig").exists()
+    assert "kubeconfig" not in json.loads((tmp_path / "run" / "cluster.json").read_text())
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert kse_main.main([*base, "--kubeconfig-server", "https://localhost:6444"]) == 0
+    cfg = yaml.safe_load((tmp_path / "kubeconfig").read_text())
+    assert cfg["clusters"][0]["cluster"] == {
+        "server": "https://localhost:6444",
+        "certificate-authority": "pki/ca-bundle.crt",
+        "tls-server-name": "localhost",
+    }
+    assert _user(cfg)["user"]["client-key"] == "pki/admin.key"
+    assert stat.S_IMODE((tmp_path / "kubeconfig").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("url", ["http://h:1", "https://h", "h:1", "https://h:1/x", "https://h:99999"])
+def test_datadir_init_refuses_a_bad_kubeconfig_server(tmp_path: Path, url: str) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+        kse_main.main(
+            ["datadir", "init", "--data-dir", str(tmp_path), "--server", "a:1", "--kubeconfig-server", url]
+        )
+    assert e.value.code == 2 and "--kubeconfig-server" in err.getvalue()
+    assert not tmp_path.joinpath("pki").exists()
