@@ -648,7 +648,7 @@ class Cluster:
         path = write_identity_kubeconfig(self.plan.kubeconfig, server_url_of(address), pki.admin)
         self._write_cluster_file()
         self.progress(
-            f"Kubernetes HTTP API at {server_url_of(address)}; kubeconfig {path}: export KUBECONFIG={path}"
+            f"Kubernetes HTTP API at {server_url_of(address)}; kubectl: export KUBECONFIG={path}"
         )
 
     # ------------------------------------------------------------------ data dir housekeeping
