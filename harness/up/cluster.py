@@ -86,7 +86,7 @@ class Cluster:
     Handles (valid inside the block): `etcd` (EtcdCluster) and `etcd_members`, `apiserver`
     (ApiServerProcess), `replicas` / `replica(name)` (Replica), `nodesim` and `workload`
     (ManagedProcess or None), `supervisor`, `clientset` (admin), `status` (StatusTracker or None),
-    `data_dir`, `connection_file`, `audit_logs`.
+    `data_dir`, `connection_file`, `audit_logs`, `http_address` and `kubeconfig` (with `plan.http`).
     """
 
     def __init__(self, plan: ClusterPlan, *, progress: Progress | None = None) -> None:
