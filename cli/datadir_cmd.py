@@ -14,6 +14,10 @@ which writes, under the data dir (the layout of `kse up`, `harness.up.plan`):
     connections/<stem>.json   one connection file per client identity: admin, chaos, nodesim,
                               workload, scheduler-1..N (server = --server)
     config.json               the admin connection file (`kse --config` it)
+    kubeconfig                with --kubeconfig-server URL: the admin kubeconfig for kubectl on the
+                              host (server URL, e.g. https://localhost:6444, the port compose
+                              publishes), its file paths relative to the data dir, so a copy of
+                              kubeconfig + pki/ works wherever it lands
     audit/, run/              empty dirs for the API server's audit log and the run files
     run/cluster.json          the attach file `kse chaos run --attach DATA_DIR` reads (pki_dir,
                               connection_file, audit_log, run_dir, processes with their roles, no
@@ -78,6 +82,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         init, default=None, help="validity of the leaves issued now (default 365d, as `kse certs init`)"
     )
     init.add_argument(
+        "--kubeconfig-server",
+        type=_https_url,
+        metavar="URL",
+        help="also write DATA_DIR/kubeconfig (admin) for the Kubernetes HTTP API at URL, as kubectl "
+        "reaches it (e.g. https://localhost:6444 from the host); paths relative to DATA_DIR",
+    )
+    init.add_argument(
         "--lease-duration",
         action=DurationFlag,
         convert=as_timedelta(positive_duration),
@@ -99,6 +110,19 @@ def _server(text: str) -> str:
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return text
+
+
+def _https_url(text: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        url = urlsplit(text)
+        port = url.port
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected https://HOST:PORT, got {text!r}: {e}") from None
+    if url.scheme != "https" or not url.hostname or port is None or url.path not in ("", "/"):
+        raise argparse.ArgumentTypeError(f"expected https://HOST:PORT (kse serves HTTPS), got {text!r}")
+    return text.rstrip("/")
 
 
 def _server_host(server: str) -> str:
@@ -153,15 +177,27 @@ def write_connections(
     return written
 
 
+def write_kubeconfig(data_dir: Path, server_url: str) -> Path:
+    """DATA_DIR/kubeconfig: the admin identity on the HTTP API at `server_url`, paths relative to
+    DATA_DIR (kubectl resolves them against the kubeconfig's own directory). tls-server-name is
+    `localhost`, a name the serving certificate always carries, whatever host the URL names."""
+    from certs.layout import CertPaths
+    from kse.kubeconfig import write_identity_kubeconfig
+
+    admin = CertPaths.in_dir(data_dir / "pki", "admin")
+    return write_identity_kubeconfig(data_dir / "kubeconfig", server_url, admin, relative=True)
+
+
 def cluster_info(
     data_dir: Path,
     *,
     scheduler_replicas: int,
     etcd_members: int = 3,
     lease_duration: timedelta | None = None,
+    kubeconfig: Path | None = None,
 ) -> dict[str, Any]:
     """run/cluster.json for an attach: the files, the processes by role (no pids: containers) and,
-    when known, the scheduler Lease and its duration."""
+    when known, the scheduler Lease and its duration, and the kubeconfig written."""
     processes: dict[str, dict[str, Any]] = {}
     for i in range(1, etcd_members + 1):
         processes[f"etcd-{i}"] = {"pid": None, "role": "etcd", "proxy": None}
@@ -173,7 +209,7 @@ def cluster_info(
     lease: dict[str, Any] = {"namespace": "kube-system", "name": "kube-scheduler"}
     if lease_duration is not None:
         lease["duration_s"] = lease_duration.total_seconds()
-    return {
+    info: dict[str, Any] = {
         "pki_dir": str(data_dir / "pki"),
         "connection_file": str(data_dir / "config.json"),
         "audit_log": str(data_dir / "audit" / "audit.jsonl"),
@@ -182,6 +218,9 @@ def cluster_info(
         "lease": lease,
         "processes": processes,
     }
+    if kubeconfig is not None:
+        info["kubeconfig"] = str(kubeconfig)
+    return info
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -198,12 +237,18 @@ def _cmd_init(args: argparse.Namespace) -> int:
             tls_server_name=args.tls_server_name or host,
             scheduler_replicas=args.scheduler_replicas,
         )
+        kubeconfig = None
+        if args.kubeconfig_server is not None:
+            kubeconfig = write_kubeconfig(data_dir, args.kubeconfig_server)
         for sub in ("audit", "run"):
             (data_dir / sub).mkdir(parents=True, exist_ok=True)
         _write_json(
             data_dir / "run" / CLUSTER_FILE,
             cluster_info(
-                data_dir, scheduler_replicas=args.scheduler_replicas, lease_duration=args.lease_duration
+                data_dir,
+                scheduler_replicas=args.scheduler_replicas,
+                lease_duration=args.lease_duration,
+                kubeconfig=kubeconfig,
             ),
         )
     except ValueError as e:
@@ -216,4 +261,6 @@ def _cmd_init(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {len(written)} connection files under {data_dir} (server {args.server}); admin: "
           f"{data_dir / 'config.json'}")  # fmt: skip
+    if kubeconfig is not None:
+        print(f"wrote {kubeconfig} (admin, {args.kubeconfig_server}; paths relative to {data_dir})")
     return 0

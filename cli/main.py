@@ -30,12 +30,16 @@ def own_commands() -> tuple[ModuleType, ...]:
         datadir_cmd,
         etcd_cmd,
         etcd_member_cmd,
+        kubeconfig_cmd,
         resources_cmd,
         up_cmd,
         whatif_cmd,
     )
 
-    return (certs_cmd, etcd_cmd, resources_cmd, bench_cmd, whatif_cmd, up_cmd, datadir_cmd, etcd_member_cmd)
+    return (
+        certs_cmd, etcd_cmd, resources_cmd, bench_cmd, whatif_cmd, up_cmd, datadir_cmd, etcd_member_cmd,
+        kubeconfig_cmd,
+    )  # fmt: skip
 
 
 def _apiserver() -> ModuleType:

@@ -3,11 +3,14 @@
     kse up                                   # etcd, API server, 3 schedulers, 100 nodes, 20 pods/s
     kse up --duration 60 --json              # run a minute, then print one JSON summary
     kse --config ~/.kse/config.json get pods # from another terminal
+    export KUBECONFIG=~/.kse/kubeconfig; kubectl get pods -o wide   # the Kubernetes HTTP API
     kse up --cert-ttl 10m                    # short-lived certificates, renewed while it runs
     kse up --partition-proxies               # each replica behind a proxy chaos can cut
 
 Everything lives under --data-dir (default ~/.kse; see harness.up.plan for the layout); the admin
-connection file is D/config.json, which is also the CLI's default when D is ~/.kse. Ctrl-C or SIGTERM
+connection file is D/config.json, which is also the CLI's default when D is ~/.kse; the admin
+kubeconfig (for kubectl, on the API server's HTTP port, a free one unless --http-port) is
+D/kubeconfig, unless --no-http. Ctrl-C or SIGTERM
 stops the workload, the schedulers, nodesim, the API server and etcd, in that order; a second one
 kills whatever is left at once. Exit codes: 0 after a clean run, 1 if something failed to come up
 (the message shows the log tail) or a core process died during the run, 2 for bad flags, 130 when
@@ -117,6 +120,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "partitions cut), listed in D/run/cluster.json",
     )
     tls.add_argument(
+        "--http-port",
+        type=port_number,
+        default=0,
+        metavar="PORT",
+        help="the API server's Kubernetes HTTP API (kubectl, client libraries) on 127.0.0.1:PORT; "
+        "D/kubeconfig points at it (default 0: a free port, picked at each start)",
+    )
+    tls.add_argument(
+        "--no-http",
+        action="store_true",
+        help="serve gRPC only: no Kubernetes HTTP API and no D/kubeconfig",
+    )
+    tls.add_argument(
         "--rpc-error-logs",
         action="store_true",
         help="the schedulers, nodesim and the workload log every failed RPC to D/run/rpc-errors-<name>.jsonl",
@@ -138,6 +154,14 @@ def cert_ttl(text: str) -> float:
             f"{text!r} is too short to renew: certificates are renewed at 70-90 % of their life and "
             f"every process needs time to re-read them; use at least {MIN_CERT_TTL_S:g}s"
         )
+    return value
+
+
+def port_number(text: str) -> int:
+    """--http-port: 0 (a free port) or 1-65535."""
+    value = non_negative_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {value}")
     return value
 
 
@@ -177,6 +201,8 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
         cert_ttl=args.cert_ttl,
         partition_proxies=args.partition_proxies,
         rpc_error_logs=args.rpc_error_logs,
+        http=not args.no_http,
+        http_port=args.http_port,
     )
 
 
@@ -212,6 +238,9 @@ def _in_flags(text: str) -> str:
 def _cmd_up(args: argparse.Namespace) -> int:
     from harness.shape import ShapeError
 
+    if args.no_http and args.http_port:
+        print("kse up: error: --http-port and --no-http contradict each other", file=sys.stderr)
+        return 2
     try:
         plan = plan_from_args(args)
     except ShapeError as e:
@@ -312,6 +341,8 @@ async def _run(args: argparse.Namespace, plan: ClusterPlan) -> int:
         state.ready = True
         ready_s = cluster.ready_timings.get("ready", 0.0)
         out.progress(f"ready in {ready_s:.1f}s; logs in {plan.logs_dir}; try: {plan.cli_hint}")
+        if cluster.kubeconfig is not None:
+            out.progress(f"kubectl: {plan.kubectl_hint}")
         run_started = time.monotonic()
         stopped_by, errors = await _watch(cluster, stop, args, out)
         run_s = time.monotonic() - run_started
@@ -457,6 +488,7 @@ def build_summary(
         "notes": list(cluster.notes),
         "data_dir": str(plan.data_dir),
         "connection_file": str(plan.connection_file),
+        "kubeconfig": str(plan.kubeconfig) if plan.http else None,
         "logs_dir": str(plan.logs_dir),
         "audit_logs": [str(p) for p in cluster.audit_logs],
         "run_id": cluster.run_id,

@@ -15,6 +15,8 @@ Schema (version 1):
       "connections_dir": ".../connections",    # <identity>.json per client identity
       "audit_log": ".../audit/audit.jsonl",   # null when the API server has no --audit-log
       "apiserver": "127.0.0.1:PORT",          # null before it is ready
+      "apiserver_http": "127.0.0.1:PORT",     # the Kubernetes HTTP API; null: not served (or not ready)
+      "kubeconfig": ".../kubeconfig",         # the admin kubeconfig for it; null: none written
       "etcd_endpoints": ["https://127.0.0.1:PORT"],
       "etcd_tls": true,
       "cert_ttl_s": 600.0,                    # null: long-lived certificates, no renewal
@@ -129,6 +131,9 @@ class ClusterFile:
     connections_dir: Path
     audit_log: Path | None = None
     apiserver: str | None = None
+    # Added after version 1 was fixed: absent in older files, read as None (not served / not known).
+    apiserver_http: str | None = None
+    kubeconfig: Path | None = None
     etcd_endpoints: tuple[str, ...] = ()
     etcd_tls: bool = True
     cert_ttl_s: float | None = None
@@ -160,6 +165,8 @@ class ClusterFile:
             "connections_dir": str(self.connections_dir),
             "audit_log": str(self.audit_log) if self.audit_log is not None else None,
             "apiserver": self.apiserver,
+            "apiserver_http": self.apiserver_http,
+            "kubeconfig": str(self.kubeconfig) if self.kubeconfig is not None else None,
             "etcd_endpoints": list(self.etcd_endpoints),
             "etcd_tls": self.etcd_tls,
             "cert_ttl_s": self.cert_ttl_s,
@@ -215,6 +222,8 @@ class ClusterFile:
             connections_dir=r.path(data, "connections_dir", data_dir / "connections"),
             audit_log=r.optional_path(data, "audit_log"),
             apiserver=r.string(data, "apiserver"),
+            apiserver_http=r.string(data, "apiserver_http"),
+            kubeconfig=r.optional_path(data, "kubeconfig"),
             etcd_endpoints=tuple(r.strings(data, "etcd_endpoints")),
             etcd_tls=r.boolean(data, "etcd_tls", True),
             cert_ttl_s=r.optional_number(data, "cert_ttl_s"),

@@ -16,6 +16,7 @@ from harness.up.plan import ClusterPlan
 __all__ = [
     "RPC_ERROR_LOG_FLAG",
     "apiserver_extra_args",
+    "http_listen",
     "kse_command",
     "nodesim_argv",
     "scheduler_argv",
@@ -39,14 +40,27 @@ def _rpc_error_log_args(plan: ClusterPlan, name: str) -> list[str]:
     return [RPC_ERROR_LOG_FLAG, str(plan.rpc_error_log_path(name))] if plan.rpc_error_logs else []
 
 
-def apiserver_extra_args(plan: ClusterPlan) -> list[str]:
+def http_listen(port: int) -> str:
+    """The API server's `--http-listen` for `port`. Loopback only, as the gRPC port."""
+    if not 0 <= port <= 65535:
+        raise ValueError(f"an HTTP port is 0-65535, got {port}")
+    return f"127.0.0.1:{port}"
+
+
+def apiserver_extra_args(plan: ClusterPlan, http_port: int | None = None) -> list[str]:
     """What `kse up` adds to `harness.procs.apiserver.ApiServerProcess`'s own flags (it sets the
-    listen address, etcd endpoints, prefix, PKI dir and ready file)."""
+    listen address, etcd endpoints, prefix, PKI dir and ready file).
+
+    With `plan.http`, the Kubernetes HTTP API on the plan's `http_port`, else on `http_port` (the
+    free port `Cluster` picked for the plan's 0): a fixed port rather than 0, so a restarted API
+    server serves the address D/kubeconfig names again. With neither, port 0 (the OS picks)."""
     args = [
         "--connection-file", str(plan.connection_file),
         "--log-level", plan.log_level,
         "--audit-log", str(plan.audit_log),
     ]  # fmt: skip
+    if plan.http:
+        args += ["--http-listen", http_listen(plan.http_port or http_port or 0)]
     if plan.etcd_tls:
         # Named explicitly (the API server would derive them from --pki-dir too): these are the
         # files it reloads when `kse certs rotate --identity apiserver-etcd-client` or the

@@ -10,8 +10,10 @@
     # stopped in order: workload, schedulers, nodesim, API server, etcd; nothing left behind
 
 Processes, in dependency order: etcd (1 or 3 members, mTLS) -> API server (ready file; writes
-D/config.json) -> scheduler replicas `scheduler-1..N` (harness.up.replica) and nodesim, started
-together -> the workload. Every replica runs with `--leader-elect=true` and the plan's election.
+D/config.json; with `plan.http` it also serves the Kubernetes HTTP API and `Cluster` writes the
+admin kubeconfig D/kubeconfig) -> scheduler replicas `scheduler-1..N` (harness.up.replica) and
+nodesim, started together -> the workload. Every replica runs with `--leader-elect=true` and the
+plan's election.
 Everything is in its own process group (`ManagedProcess`), and a final check after the shutdown
 makes sure that no process of any start is left. The data dir layout is in harness.up.plan;
 D/run/cluster.json, rewritten whenever a process starts or exits, in harness.clusterfile.
@@ -61,6 +63,7 @@ from kse.client.channel import channel_source_from_connection
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
 from kse.config import ConnectionFile
+from kse.kubeconfig import server_url_of, write_identity_kubeconfig
 from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 
@@ -83,7 +86,7 @@ class Cluster:
     Handles (valid inside the block): `etcd` (EtcdCluster) and `etcd_members`, `apiserver`
     (ApiServerProcess), `replicas` / `replica(name)` (Replica), `nodesim` and `workload`
     (ManagedProcess or None), `supervisor`, `clientset` (admin), `status` (StatusTracker or None),
-    `data_dir`, `connection_file`, `audit_logs`.
+    `data_dir`, `connection_file`, `audit_logs`, `http_address` and `kubeconfig` (with `plan.http`).
     """
 
     def __init__(self, plan: ClusterPlan, *, progress: Progress | None = None) -> None:
@@ -121,6 +124,9 @@ class Cluster:
         self.proxies: dict[str, PartitionProxy] = {}
         self._lock = DataDirLock(plan.run_dir, plan.data_dir)
         self._pid_table = PidTable(plan.run_dir, plan.data_dir)
+        # With plan.http: the port the API server serves the Kubernetes HTTP API on (picked once
+        # per run when the plan says 0, so a restarted API server serves the same address).
+        self.http_port: int | None = None
         self._channel: Any = None
         self._run_file_seen: object = None  # what cluster.json last said about the processes
         self._pids: dict[int, str] = {}
@@ -141,6 +147,21 @@ class Cluster:
     @property
     def pki_dir(self) -> Path:
         return self.plan.pki_dir
+
+    @property
+    def http_address(self) -> str | None:
+        """HOST:PORT of the Kubernetes HTTP API (from the API server's ready file); None when not
+        served or not ready."""
+        api = self.apiserver
+        if api is None or not api.ready_info:
+            return None
+        value = api.ready_info.get("http_address")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def kubeconfig(self) -> Path | None:
+        """The admin kubeconfig D/kubeconfig, once written (with `plan.http`)."""
+        return self.plan.kubeconfig if self.http_address is not None and self.plan.http else None
 
     @property
     def cluster_file(self) -> Path:
@@ -291,7 +312,7 @@ class Cluster:
         return self.status.snapshot(
             [r.info(now) for r in self.replicas],
             procs,
-            hint=self.plan.cli_hint,
+            hint=self.plan.cli_hint + (f"   or: {self.plan.kubectl_hint}" if self.kubeconfig else ""),
             leader_election=self.leader_election,
             notes=self.notes,
             certs=self.cert_status_line(),
@@ -341,6 +362,8 @@ class Cluster:
             connections_dir=plan.connections_dir,
             audit_log=plan.audit_log,
             apiserver=api.ready_info.get("address") if api is not None and api.ready_info else None,
+            apiserver_http=self.http_address,
+            kubeconfig=self.kubeconfig,
             etcd_endpoints=tuple(self.etcd.endpoints) if self.etcd is not None else (),
             etcd_tls=plan.etcd_tls,
             cert_ttl_s=plan.cert_ttl,
@@ -456,12 +479,14 @@ class Cluster:
         say(f"etcd ready at {', '.join(self.etcd.endpoints)} ({mark('etcd'):.1f}s)")
 
         # API server
+        if plan.http:
+            self.http_port = plan.http_port or free_ports(1)[0]
         api = ApiServerProcess(
             etcd_endpoints=self.etcd.endpoints,
             prefix=plan.prefix,
             pki_dir=pki.dir,
             data_dir=plan.data_dir,
-            extra_args=apiserver_extra_args(plan),
+            extra_args=apiserver_extra_args(plan, self.http_port),
             ready_timeout=plan.ready_timeout,
             grace=plan.grace,
         )
@@ -476,6 +501,8 @@ class Cluster:
             f"connection file {plan.connection_file}"
         )
         self._check_etcd_running()
+        if plan.http:
+            self._write_kubeconfig(pki)
         replicas = plan.replicas
         if plan.partition_proxies:
             for name in plan.scheduler_names(replicas):
@@ -609,6 +636,21 @@ class Cluster:
                 self.plan.connection_path(stem)
             )
 
+    def _write_kubeconfig(self, pki: PKI) -> None:
+        """D/kubeconfig for the admin identity on the HTTP API, naming the cert files by path (a
+        rotated or renewed pair is what the next kubectl reads)."""
+        address = self.http_address
+        if address is None:
+            raise UpError(
+                f"the API server was started with --http-listen but its ready file "
+                f"{self.plan.ready_path('apiserver')} names no http_address"
+            )
+        path = write_identity_kubeconfig(self.plan.kubeconfig, server_url_of(address), pki.admin)
+        self._write_cluster_file()
+        self.progress(
+            f"Kubernetes HTTP API at {server_url_of(address)}; kubectl: export KUBECONFIG={path}"
+        )
+
     # ------------------------------------------------------------------ data dir housekeeping
 
     def _write_pid_table(self) -> None:
@@ -622,6 +664,7 @@ class Cluster:
         for path in (plan.pki_dir, plan.etcd_dir, plan.logs_dir, plan.connections_dir, plan.audit_log.parent):
             shutil.rmtree(path, ignore_errors=True)
         plan.connection_file.unlink(missing_ok=True)
+        plan.kubeconfig.unlink(missing_ok=True)
         for ready in plan.run_dir.glob("*.ready.json"):
             ready.unlink(missing_ok=True)
         self.progress(f"--fresh: removed the PKI, etcd data and logs under {plan.data_dir}")

@@ -13,6 +13,8 @@ The layout under the data dir D (default ~/.kse):
     D/run/                 ready files, the lock, the pid table, cluster.json (harness.clusterfile)
     D/connections/<id>.json  a connection file per client identity (scheduler-1, nodesim, ...)
     D/config.json          the admin connection file the API server writes (`kse --config` it)
+    D/kubeconfig           the admin kubeconfig for kubectl (with `http`), written once the API
+                           server is ready; it names the cert files in D/pki by path
     D/audit/audit.jsonl    the API server's audit log
 
 Options that change the topology (all off by default):
@@ -28,6 +30,10 @@ Options that change the topology (all off by default):
 * `rpc_error_logs`: the schedulers, nodesim and the workload append their failed RPCs to
   D/run/rpc-errors-<name>.jsonl (`--rpc-error-log`).
 * `replica_args`: extra `kse scheduler` flags for one replica (after `scheduler_args`).
+
+On by default: `http`, the Kubernetes HTTP API (`kse apiserver --http-listen 127.0.0.1:PORT`) on
+`http_port` (0: a free port picked at each start and kept across API server restarts within it),
+and D/kubeconfig for it. `http=False` serves gRPC only and writes no kubeconfig.
 """
 
 from __future__ import annotations
@@ -106,6 +112,8 @@ class ClusterPlan:
     min_cert_ttl: float = MIN_CERT_TTL  # the floor `problems()` holds cert_ttl to
     partition_proxies: bool = False  # each replica reaches the API server through its own proxy
     rpc_error_logs: bool = False  # clients log failed RPCs to D/run/rpc-errors-<name>.jsonl
+    http: bool = True  # the API server also serves the Kubernetes HTTP API; D/kubeconfig for it
+    http_port: int = 0  # its port on 127.0.0.1; 0: a free one, picked at start
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).expanduser().absolute()
@@ -138,6 +146,10 @@ class ClusterPlan:
                 f"cert TTL must be at least {self.min_cert_ttl:g}s (certificates are renewed at 70-90 % "
                 f"of their life and every holder needs time to re-read them), got {self.cert_ttl:g}s"
             )
+        if isinstance(self.http_port, bool) or not isinstance(self.http_port, int):
+            out.append(f"http_port must be an integer, got {self.http_port!r}")
+        elif not 0 <= self.http_port <= 65535:
+            out.append(f"http_port must be 0 (a free port) or 1-65535, got {self.http_port}")
         names = set(self.scheduler_names())
         for name, args in self.replica_args.items():
             if name not in names:
@@ -176,6 +188,11 @@ class ClusterPlan:
         return self.data_dir / "config.json"
 
     @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (with `http`), for kubectl and the Kubernetes client libraries."""
+        return self.data_dir / "kubeconfig"
+
+    @property
     def audit_log(self) -> Path:
         return self.data_dir / "audit" / "audit.jsonl"
 
@@ -203,6 +220,11 @@ class ClusterPlan:
     @property
     def cli_hint(self) -> str:
         return f"kse --config {self.connection_file} get pods"
+
+    @property
+    def kubectl_hint(self) -> str:
+        """What to type for kubectl ("" without the HTTP API)."""
+        return f"export KUBECONFIG={self.kubeconfig}; kubectl get pods -o wide" if self.http else ""
 
 
 def steady_pod_lifetime(nodes: int, rate: float) -> float:

@@ -4,7 +4,9 @@ everything down. Also the backend's other faults, cheaply, on a standby (pause, 
 
 Skipped, with the reason, only when no Docker engine answers or no compose is installed; a failing
 image build or a cluster that does not come up is a failure. The API server's port is published on
-an ephemeral loopback port and read from the host with the admin identity copied out of the volume.
+an ephemeral loopback port and read from the host with the admin identity copied out of the volume;
+so is the Kubernetes HTTP API, which the real kubectl reads with the kubeconfig the certs service
+wrote (copied out with pki/, as the README says; skipped where kubectl is not installed).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ IMAGE = os.environ.get("KSE_IMAGE", "kse:latest")
 COMPOSE_ENV = {
     "KSE_IMAGE": IMAGE,
     "KSE_API_ADDR": "127.0.0.1:",  # "127.0.0.1::6443": an ephemeral port on loopback
+    "KSE_HTTP_ADDR": "127.0.0.1:",  # the Kubernetes HTTP API's, likewise
     "KSE_NODES": "5",
     "KSE_RATE": "2",
     "KSE_LEASE_DURATION": "4s",
@@ -217,6 +220,46 @@ async def test_compose_up_schedules_elects_and_fails_over_through_the_docker_bac
     finally:
         await backend.aclose()
         await channel.close()
+
+
+def test_kubectl_reads_the_compose_cluster_with_the_volumes_kubeconfig(
+    compose: tuple[list[str], str], tmp_path: Path
+) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (see the README's kubectl section for how to get one)")
+    base, _ = compose
+    cid = _run([*base, "ps", "-q", "apiserver"], env=COMPOSE_ENV).strip()
+    _run(["docker", "cp", f"{cid}:/var/lib/kse/kubeconfig", str(tmp_path / "kubeconfig")])
+    _run(["docker", "cp", f"{cid}:/var/lib/kse/pki/.", str(tmp_path / "pki")])
+    # The smoke publishes on an ephemeral port, not the default 6444 the kubeconfig names.
+    port = _run([*base, "port", "apiserver", "6444"], env=COMPOSE_ENV).strip().rpartition(":")[2]
+    kubeconfig = str(tmp_path / "kubeconfig")
+    _run(
+        [
+            kubectl,
+            "--kubeconfig",
+            kubeconfig,
+            "config",
+            "set-cluster",
+            "kse",
+            f"--server=https://localhost:{port}",
+        ]
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(
+            [kubectl, "--kubeconfig", kubeconfig, "get", "leases", "-n", "kube-system", "-o", "name"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        if out.returncode == 0 and "lease.coordination.k8s.io/kube-scheduler" in out.stdout.split():
+            break
+        assert time.monotonic() < deadline, (
+            f"kubectl get leases: {out.returncode}\n{out.stdout}\n{out.stderr}"
+        )
+        time.sleep(0.5)
+    pods = _run([kubectl, "--kubeconfig", kubeconfig, "get", "pods", "-o", "wide"])
+    assert pods.splitlines()[0].split()[:2] == ["NAME", "READY"], pods
 
 
 async def _at_least(count: Callable[[], Awaitable[int]], n: int) -> bool:

@@ -28,6 +28,8 @@ SCHEMA_KEYS = [
     "connections_dir",
     "audit_log",
     "apiserver",
+    "apiserver_http",
+    "kubeconfig",
     "etcd_endpoints",
     "etcd_tls",
     "cert_ttl_s",
@@ -49,6 +51,8 @@ def _full(d: Path) -> ClusterFile:
         connections_dir=d / "connections",
         audit_log=d / "audit" / "audit.jsonl",
         apiserver="127.0.0.1:6443",
+        apiserver_http="127.0.0.1:6444",
+        kubeconfig=d / "kubeconfig",
         etcd_endpoints=("https://127.0.0.1:2379",),
         cert_ttl_s=600.0,
         lease=LeaseInfo(duration_s=15.0),
@@ -112,6 +116,8 @@ def test_a_minimal_file_needs_only_processes(tmp_path: Path) -> None:
     assert info.data_dir == tmp_path and info.pki_dir == tmp_path / "pki"
     assert info.processes["apiserver"] == ProcessEntry(role="apiserver", pid=7, running=True)
     assert info.audit_log is None and info.etcd_tls and info.owner_pid is None
+    # Files written before the HTTP API existed: no HTTP address, no kubeconfig.
+    assert info.apiserver_http is None and info.kubeconfig is None
 
 
 @pytest.mark.parametrize(

@@ -264,3 +264,38 @@ def test_run_files_are_where_the_chaos_side_looks_for_them(services: dict[str, d
             # run/cluster.json records the lease duration the replicas really use.
             assert args["--leader-elect-lease-duration"] == certs["--lease-duration"]
             assert services[name].get("hostname") == name, "identity <hostname>_<uuid> names the replica"
+
+
+def test_the_http_api_is_published_and_the_certs_service_writes_a_kubeconfig_for_it(
+    services: dict[str, dict[str, Any]], volume: Path
+) -> None:
+    from urllib.parse import urlsplit
+
+    api = dict(flag_values([str(a) for a in services["apiserver"]["command"]]))
+    host, _, http_port = api["--http-listen"].rpartition(":")
+    assert host == "0.0.0.0", "the HTTP API must listen beyond the container's loopback to be published"
+    assert http_port != api["--listen"].rpartition(":")[2], "gRPC and HTTP cannot share a port"
+    published = {str(p).rpartition(":")[2]: str(p).rpartition(":")[0] for p in services["apiserver"]["ports"]}
+    assert http_port in published, f"the HTTP port {http_port} is not published: {published}"
+    host_side = published[http_port]  # "127.0.0.1:6444" with the defaults
+    kubeconfig = volume / "kubeconfig"
+    assert kubeconfig.is_file(), "the certs service writes no kubeconfig"
+    cfg = yaml.safe_load(kubeconfig.read_text())
+    (cluster,) = cfg["clusters"]
+    url = urlsplit(cluster["cluster"]["server"])
+    assert url.scheme == "https" and str(url.port) == host_side.rpartition(":")[2], (url, host_side)
+    api_sans = sans(volume / "pki" / "apiserver.crt")
+    assert url.hostname in api_sans, f"{url.hostname} is not in the serving certificate's SANs {api_sans}"
+    assert cluster["cluster"].get("tls-server-name", url.hostname) in api_sans
+    # Paths relative to the kubeconfig: a copy of kubeconfig + pki/ out of the volume works anywhere.
+    (user,) = cfg["users"]
+    assert user["name"] == "kse:admin"
+    for path in (
+        cluster["cluster"]["certificate-authority"],
+        user["user"]["client-certificate"],
+        user["user"]["client-key"],
+    ):
+        assert not Path(path).is_absolute() and VOLUME not in path, path
+        assert (kubeconfig.parent / path).is_file(), f"the kubeconfig names {path}, which is not written"
+    attach = yaml.safe_load((volume / "run" / "cluster.json").read_text())
+    assert Path(attach["kubeconfig"]).name == "kubeconfig"

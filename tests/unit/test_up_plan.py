@@ -230,3 +230,54 @@ def test_a_bad_election_is_refused_naming_the_flag(tmp_path: Path) -> None:
     assert want in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr
     assert not (tmp_path / "kse").exists()  # refused before anything was made
+
+
+def _value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_the_http_api_is_on_by_default_on_a_fixed_loopback_port(tmp_path: Path) -> None:
+    plan = ClusterPlan(data_dir=tmp_path)
+    assert plan.http and plan.http_port == 0 and plan.problems() == []
+    assert plan.kubeconfig == tmp_path / "kubeconfig"
+    assert plan.kubectl_hint == f"export KUBECONFIG={tmp_path / 'kubeconfig'}; kubectl get pods -o wide"
+    # The cluster picks a free port for 0 and passes it: a restart serves the same address.
+    assert _value(apiserver_extra_args(plan, 41234), "--http-listen") == "127.0.0.1:41234"
+    # A port in the plan wins over the picked one.
+    fixed = ClusterPlan(data_dir=tmp_path, http_port=6444)
+    assert _value(apiserver_extra_args(fixed, 41234), "--http-listen") == "127.0.0.1:6444"
+    assert _value(apiserver_extra_args(fixed), "--http-listen") == "127.0.0.1:6444"
+    off = ClusterPlan(data_dir=tmp_path, http=False)
+    assert "--http-listen" not in apiserver_extra_args(off, 41234) and off.kubectl_hint == ""
+
+
+def test_every_http_listen_the_plan_builds_parses_with_the_api_servers_parser(tmp_path: Path) -> None:
+    from apiserver_mock.cli import build_parser
+
+    base = ["--etcd-endpoints", "http://127.0.0.1:2379", "--pki-dir", str(tmp_path)]
+    args = build_parser().parse_args([*base, *apiserver_extra_args(ClusterPlan(data_dir=tmp_path), 6444)])
+    assert args.http_listen == "127.0.0.1:6444"
+
+
+@pytest.mark.parametrize("port", [-1, 65536, True, 1.5])
+def test_a_bad_http_port_is_named(tmp_path: Path, port: object) -> None:
+    (problem,) = ClusterPlan(data_dir=tmp_path, http_port=port).problems()  # type: ignore[arg-type]
+    assert problem.startswith("http_port must be"), problem
+
+
+def test_http_flags(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    up_cmd.register(parser.add_subparsers())
+    base = ["up", "--data-dir", str(tmp_path)]
+    plan = up_cmd.plan_from_args(parser.parse_args(base))
+    assert (plan.http, plan.http_port) == (True, 0)
+    plan = up_cmd.plan_from_args(parser.parse_args([*base, "--http-port", "6444"]))
+    assert (plan.http, plan.http_port) == (True, 6444)
+    plan = up_cmd.plan_from_args(parser.parse_args([*base, "--no-http"]))
+    assert plan.http is False
+    for bad in ("65536", "-1", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            up_cmd.port_number(bad)
+    both = _kse_up("--no-http", "--http-port", "6444", "--data-dir", str(tmp_path / "kse"))
+    assert both.returncode == 2 and "--http-port and --no-http" in both.stderr, both.stderr
+    assert not (tmp_path / "kse").exists()
