@@ -446,3 +446,18 @@ def test_pod_info_of_a_confirmed_pod_is_derived_once(handlers: EventHandlers) ->
     handlers.add_pod(pod("p", node_name="n1", rv="2"))
     got = handlers.cache.get_pod(info.pod)
     assert got is not None and got[0].requests is info.requests
+
+
+def test_metric_readers_see_what_was_recorded() -> None:
+    """The readers tests use (`value`, `count`, `sum`) read back each series, 0 before any."""
+    m = SchedulerMetrics()
+    assert m.schedule_attempts.value("error", "default-scheduler") == 0
+    m.schedule_attempts.inc("error", "default-scheduler")
+    m.schedule_attempts.inc("error", "default-scheduler")
+    assert m.schedule_attempts.value("error", "default-scheduler") == 2
+    assert m.schedule_attempts.value(result="error", profile="default-scheduler") == 2
+    assert m.schedule_attempts.value("scheduled", "default-scheduler") == 0
+    m.permit_wait_duration.observe(0.5, "success")
+    m.permit_wait_duration.observe(0.25, "success")
+    assert (m.permit_wait_duration.count("success"), m.permit_wait_duration.sum("success")) == (2, 0.75)
+    assert m.permit_wait_duration.count("rejected") == 0
