@@ -29,6 +29,7 @@ from kse.client.channel import secure_channel
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
 from kse.config import ConnectionFile
+from tests.fixtures.kube import find_kubectl
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -225,7 +226,7 @@ async def test_compose_up_schedules_elects_and_fails_over_through_the_docker_bac
 def test_kubectl_reads_the_compose_cluster_with_the_volumes_kubeconfig(
     compose: tuple[list[str], str], tmp_path: Path
 ) -> None:
-    kubectl = shutil.which("kubectl")
+    kubectl = find_kubectl()
     if kubectl is None:
         pytest.skip("kubectl is not installed (see the README's kubectl section for how to get one)")
     base, _ = compose

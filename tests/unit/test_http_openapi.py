@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from apiserver_mock.http.apply import ApplyConflict, record_update, server_side_
 from apiserver_mock.http.listtypes import LISTS
 from apiserver_mock.http.strategic_merge import apply_patch
 from kse.objects.kinds import KINDS
+from tests.fixtures.kube import NO_KUBECTL, find_kubectl
 
 CORE = "io.k8s.api.core.v1"
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -238,8 +238,8 @@ def test_documents_are_computed_once() -> None:
 
 # ---------------------------------------------------------------- the real kubectl
 
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (see README: kubectl)")
+KUBECTL = find_kubectl()
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)
 
 
 def _resource(kind: Any) -> dict[str, Any]:
