@@ -24,13 +24,13 @@ from kse.leaderelection.config import (
     DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD,
     JITTER_FACTOR,
+    ON_LOST_LEASE,
+    STRATEGIES,
     Strategy,
 )
 
 __all__ = ["ON_LOST_LEASE", "STRATEGIES", "ClusterShape", "ElectionPlan", "ShapeError", "ShapeProblem"]
 
-STRATEGIES: tuple[str, ...] = (Strategy.WATCH.value, Strategy.POLL.value)  # the default first
-ON_LOST_LEASE: tuple[str, ...] = ("exit", "standby")
 
 
 @dataclass(frozen=True)
@@ -86,12 +86,6 @@ class ElectionPlan:
         problems = self._problems()
         if problems:
             raise ShapeError(problems)
-
-    def problems(self) -> list[str]:
-        """Always empty: a plan that exists is valid (construction raised otherwise). Only for
-        chaos/failover_bench.py's `FailoverBenchConfig.problems()`, until it builds a ClusterShape;
-        remove with that caller."""
-        return []
 
     def _problems(self) -> list[ShapeProblem]:
         out: list[ShapeProblem] = []
