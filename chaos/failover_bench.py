@@ -38,10 +38,8 @@ generator, a nemesis, a checker reading the history afterwards):
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -583,6 +581,7 @@ def _config(args: argparse.Namespace) -> FailoverBenchConfig:
 
 def _cli(args: argparse.Namespace) -> int:
     from chaos.runner import RunError
+    from harness.stoppable import Stopped, run_stoppable
     from harness.up import UpError
 
     # The cluster's progress lines already say when a replica exited and was restarted.
@@ -598,22 +597,15 @@ def _cli(args: argparse.Namespace) -> int:
         return 2
 
     async def bench() -> dict[str, Any]:
-        task = asyncio.current_task()
-        assert task is not None
-        # SIGTERM cancels the run as Ctrl-C does, so the cluster is still stopped in order.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         if args.compare:
             return await run_compare(cfg, report_dir=args.report)
         return await run(cfg, report_dir=args.report)
 
     try:
-        result = asyncio.run(bench())
-    except KeyboardInterrupt:
-        print("kse bench failover: interrupted", file=sys.stderr)
-        return 130
-    except asyncio.CancelledError:
-        print("kse bench failover: terminated", file=sys.stderr)
-        return 143
+        result = run_stoppable(bench)  # SIGTERM stops the cluster in order, as Ctrl-C does
+    except Stopped as e:
+        print(f"kse bench failover: {e.how}", file=sys.stderr)
+        return e.exit_code
     except (BenchError, UpError, RunError, ValueError, OSError) as e:
         print(f"kse bench failover: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
