@@ -133,20 +133,9 @@ class FailoverBenchConfig:
 
     def shape(self) -> ClusterShape:
         """The cluster the bench runs (3 replicas) and its election, as `harness.shape` checks them."""
-        from harness.shape import ClusterShape, ElectionPlan
+        from harness.shape import ClusterShape, election_from_flags
 
-        return ClusterShape(
-            replicas=3,
-            nodes=self.nodes,
-            rate=self.rate,
-            election=ElectionPlan(
-                strategy=self.election,
-                lease_duration=self.lease_duration,
-                renew_deadline=self.renew_deadline,
-                retry_period=self.retry_period,
-                on_lost_lease=self.on_lost_lease,
-            ),
-        )
+        return ClusterShape(replicas=3, nodes=self.nodes, rate=self.rate, election=election_from_flags(self))
 
     def problems(self) -> list[str]:
         """What the bench itself needs beyond a valid shape: a fault it knows, a trial, a fleet and

@@ -137,7 +137,7 @@ def _pod_lifetime(args: argparse.Namespace) -> float | None:
 
 
 def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
-    from harness.shape import ElectionPlan
+    from harness.shape import election_from_flags
     from harness.up.plan import ClusterPlan
     from harness.up.supervisor import BackoffPolicy
 
@@ -150,13 +150,7 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
         workload_total=args.workload_total,
         pod_lifetime=_pod_lifetime(args),
         etcd_members=args.etcd_members,
-        election=ElectionPlan(
-            strategy=args.election,
-            lease_duration=args.lease_duration,
-            renew_deadline=args.renew_deadline,
-            retry_period=args.retry_period,
-            on_lost_lease=args.on_lost_lease,
-        ),
+        election=election_from_flags(args),
         fresh=args.fresh,
         etcd_tls=args.etcd_tls,
         restart_policy=BackoffPolicy(),
