@@ -22,10 +22,8 @@ injected, or the run could not be carried out), 2 for a bad scenario or usage.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,6 +87,7 @@ def _list() -> int:
 def _run(args: argparse.Namespace) -> int:
     from chaos.checker import to_markdown, write_report
     from chaos.runner import RunError, run_scenario
+    from harness.stoppable import Stopped, run_stoppable
 
     if args.backend != "local" and args.attach is None:
         print("kse chaos run: --backend docker needs --attach DATA_DIR", file=sys.stderr)
@@ -106,22 +105,15 @@ def _run(args: argparse.Namespace) -> int:
     logging.getLogger("harness.up.supervisor").setLevel(logging.ERROR)
 
     async def go() -> object:
-        task = asyncio.current_task()
-        assert task is not None
-        # SIGTERM cancels the run as Ctrl-C does, so the cluster is still stopped in order.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         return await run_scenario(
             scenario, seed=args.seed, keep=args.keep, attach=args.attach, backend=args.backend
         )
 
     try:
-        outcome = asyncio.run(go())
-    except KeyboardInterrupt:
-        print("kse chaos run: interrupted", file=sys.stderr)
-        return 130
-    except asyncio.CancelledError:
-        print("kse chaos run: terminated", file=sys.stderr)
-        return 143
+        outcome = run_stoppable(go)  # SIGTERM stops the cluster in order, as Ctrl-C does
+    except Stopped as e:
+        print(f"kse chaos run: {e.how}", file=sys.stderr)
+        return e.exit_code
     except (RunError, OSError) as e:
         print(f"kse chaos run: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

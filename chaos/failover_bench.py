@@ -38,10 +38,8 @@ generator, a nemesis, a checker reading the history afterwards):
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -62,7 +60,9 @@ from chaos.failover_report import (
     write_compare_report,
     write_report,
 )
-from kse.flags.argtypes import positive_int as _positive_int
+from kse.durations import DurationFlag
+from kse.flags.argtypes import positive_float, positive_int
+from kse.flags.election_args import ELECTION_FLAGS, add_election_flags, in_flag_words
 
 if TYPE_CHECKING:
     from chaos.history import History
@@ -70,12 +70,12 @@ if TYPE_CHECKING:
     from chaos.runner import RoundResult
     from chaos.scenario import FaultSpec, Round
     from harness.bench.common import CpuMeter
-    from harness.up import Cluster, ElectionPlan
+    from harness.shape import ClusterShape
+    from harness.up import Cluster
 
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 __all__ = [
-    "ELECTIONS",
     "FAULTS",
     "BenchError",
     "FailoverBenchConfig",
@@ -89,8 +89,8 @@ __all__ = [
 
 # CLI name -> FaultRecord.fault (chaos.history's KILL, TERMINATE, STOP)
 FAULTS: dict[str, str] = {"kill": "kill", "term": "terminate", "stop": "stop"}
-ELECTIONS = ("watch", "poll")
-ON_LOST_LEASE = ("exit", "standby")
+# A field of the bench's cluster shape (harness.shape) -> the flag that sets it.
+SHAPE_FLAGS: dict[str, str] = {"nodes": "--nodes", "rate": "--rate", **ELECTION_FLAGS}
 SETTLE_S = 5.0  # after the workload stops: how long the leader gets to bind what is pending
 
 
@@ -107,7 +107,10 @@ def progress(message: str) -> None:
 
 @dataclass(frozen=True)
 class FailoverBenchConfig:
-    """One run's settings (the CLI's flags)."""
+    """One run's settings (the CLI's flags), flat as the flags and the `--json` keys are. The
+    cluster and election part is `shape()`, validated once by the harness's shape (construction
+    raises its `ShapeError`, a ValueError naming the field); `problems()` adds the bench's own
+    checks."""
 
     fault: str = "kill"
     election: str = "watch"
@@ -125,39 +128,30 @@ class FailoverBenchConfig:
     apiserver_args: tuple[str, ...] = ()  # extra flags, for experiments (e.g. --bookmark-interval)
     scheduler_args: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        self.shape()
+
+    def shape(self) -> ClusterShape:
+        """The cluster the bench runs (3 replicas) and its election, as `harness.shape` checks them."""
+        from harness.shape import ClusterShape, election_from_flags
+
+        return ClusterShape(replicas=3, nodes=self.nodes, rate=self.rate, election=election_from_flags(self))
+
     def problems(self) -> list[str]:
+        """What the bench itself needs beyond a valid shape: a fault it knows, a trial, a fleet and
+        a workload to fail over under."""
         out = []
         if self.fault not in FAULTS:
             out.append(f"fault must be one of {', '.join(FAULTS)}, got {self.fault!r}")
-        if self.election not in ELECTIONS:
-            out.append(f"election must be one of {', '.join(ELECTIONS)}, got {self.election!r}")
-        if self.on_lost_lease not in ON_LOST_LEASE:
-            out.append(f"on-lost-lease must be one of {', '.join(ON_LOST_LEASE)}, got {self.on_lost_lease!r}")
         if self.trials < 1:
             out.append(f"trials must be >= 1, got {self.trials}")
         if self.nodes < 1:
             out.append(f"nodes must be >= 1, got {self.nodes}")
         if self.rate <= 0:
             out.append(f"rate must be > 0, got {self.rate:g}")
-        if self.lease_duration < 1:
-            out.append(
-                f"lease duration must be >= 1s (the Lease stores whole seconds), got {self.lease_duration:g}"
-            )
         if self.stop_margin is not None and self.stop_margin < 0:
             out.append(f"stop margin must be >= 0, got {self.stop_margin:g}")
-        out += self.election_plan().problems()
         return out
-
-    def election_plan(self) -> ElectionPlan:
-        from harness.up import ElectionPlan
-
-        return ElectionPlan(
-            strategy=self.election,
-            lease_duration=self.lease_duration,
-            renew_deadline=self.renew_deadline,
-            retry_period=self.retry_period,
-            on_lost_lease=self.on_lost_lease,
-        )
 
     @property
     def stop_for(self) -> float:
@@ -339,7 +333,7 @@ def _plan_kwargs(cfg: FailoverBenchConfig) -> dict[str, Any]:
         "replicas": 3,
         "nodes": cfg.nodes,
         "rate": cfg.rate,
-        "election": cfg.election_plan(),
+        "election": cfg.shape().election,
         # Restarts within a second or two: the trials measure failover, not crash-loop backoff.
         "restart_policy": BackoffPolicy(initial=0.5, cap=2.0, reset_after=max(5.0, 2 * cfg.lease_duration)),
         "grace": 10.0,
@@ -448,31 +442,11 @@ async def run_compare(
 # ---------------------------------------------------------------------------------------------- CLI
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text.removesuffix("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text.removesuffix("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    d = FailoverBenchConfig()
+    d = FailoverBenchConfig  # its defaults (not an instance: that would import the harness)
     p.add_argument(
         "--trials",
-        type=_positive_int,
+        type=positive_int,
         default=d.trials,
         metavar="N",
         help=f"faults injected, one per trial (default {d.trials})",
@@ -484,63 +458,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="kill: SIGKILL the leader; term: SIGTERM (it releases the lease); stop: SIGSTOP it "
         "for leaseDuration + a margin, then SIGCONT (default kill)",
     )
-    p.add_argument(
-        "--election",
-        choices=ELECTIONS,
-        default=d.election,
-        help="standbys watch the Lease (kse) or poll it (client-go) (default watch)",
-    )
-    p.add_argument(
+    election = add_election_flags(p)
+    election.add_argument(
         "--compare",
         action="store_true",
         help="run poll and watch one after the other with the same settings and show both "
         "with their ratio (poll/watch); --election is ignored",
     )
     p.add_argument(
-        "--lease-duration",
-        type=_positive_float,
-        default=d.lease_duration,
-        metavar="S",
-        help=f"--leader-elect-lease-duration (default {d.lease_duration:g}, as upstream)",
-    )
-    p.add_argument(
-        "--renew-deadline",
-        type=_positive_float,
-        default=d.renew_deadline,
-        metavar="S",
-        help=f"--leader-elect-renew-deadline (default {d.renew_deadline:g})",
-    )
-    p.add_argument(
-        "--retry-period",
-        type=_positive_float,
-        default=d.retry_period,
-        metavar="S",
-        help=f"--leader-elect-retry-period (default {d.retry_period:g})",
-    )
-    p.add_argument(
-        "--on-lost-lease",
-        choices=ON_LOST_LEASE,
-        default=d.on_lost_lease,
-        help="what a deposed leader does: exit (restarted by the supervisor) or go back to "
-        "standby (default exit)",
-    )
-    p.add_argument(
         "--stop-margin",
-        type=_non_negative_float,
+        action=DurationFlag,
         default=None,
         metavar="S",
         help="stop: pause for leaseDuration + this (default retryPeriod + 1)",
     )
     p.add_argument(
         "--nodes",
-        type=_positive_int,
+        type=positive_int,
         default=d.nodes,
         metavar="N",
         help=f"simulated nodes (default {d.nodes})",
     )
     p.add_argument(
         "--rate",
-        type=_positive_float,
+        type=positive_float,
         default=d.rate,
         metavar="W",
         help=f"pods created per second by the workload (default {d.rate:g})",
@@ -629,36 +570,31 @@ def _config(args: argparse.Namespace) -> FailoverBenchConfig:
 
 def _cli(args: argparse.Namespace) -> int:
     from chaos.runner import RunError
+    from harness.stoppable import Stopped, run_stoppable
     from harness.up import UpError
 
     # The cluster's progress lines already say when a replica exited and was restarted.
     logging.getLogger("harness.up.supervisor").setLevel(logging.ERROR)
     try:
         cfg = _config(args)
-        problems = cfg.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-    except ValueError as e:
-        print(f"kse bench failover: error: {e}", file=sys.stderr)
+    except ValueError as e:  # harness.shape's ShapeError, in its fields' words: say the flags
+        print(f"kse bench failover: error: {in_flag_words(str(e), SHAPE_FLAGS)}", file=sys.stderr)
+        return 2
+    problems = cfg.problems()
+    if problems:
+        print(f"kse bench failover: error: {'; '.join(problems)}", file=sys.stderr)
         return 2
 
     async def bench() -> dict[str, Any]:
-        task = asyncio.current_task()
-        assert task is not None
-        # SIGTERM cancels the run as Ctrl-C does, so the cluster is still stopped in order.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         if args.compare:
             return await run_compare(cfg, report_dir=args.report)
         return await run(cfg, report_dir=args.report)
 
     try:
-        result = asyncio.run(bench())
-    except KeyboardInterrupt:
-        print("kse bench failover: interrupted", file=sys.stderr)
-        return 130
-    except asyncio.CancelledError:
-        print("kse bench failover: terminated", file=sys.stderr)
-        return 143
+        result = run_stoppable(bench)  # SIGTERM stops the cluster in order, as Ctrl-C does
+    except Stopped as e:
+        print(f"kse bench failover: {e.how}", file=sys.stderr)
+        return e.exit_code
     except (BenchError, UpError, RunError, ValueError, OSError) as e:
         print(f"kse bench failover: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -12,6 +12,8 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from harness.procs.proctable import schedstat
+
 if TYPE_CHECKING:
     from harness.up import Cluster
 
@@ -25,32 +27,11 @@ __all__ = [
 ]
 
 
-def _schedstat(pid: int) -> tuple[float, float, int] | None:
-    """(seconds on a CPU, seconds runnable but waiting for one, timeslices) summed over the
-    process's threads (/proc/<pid>/task/*/schedstat); None if it is gone."""
-    run = wait = 0.0
-    slices = 0
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                a, b, c = f.read().split()[:3]
-        except (OSError, ValueError):
-            continue  # a thread that just exited
-        run += int(a) / 1e9
-        wait += int(b) / 1e9
-        slices += int(c)
-    return run, wait, slices
-
-
 class RunQueueMeter:
-    """How long our processes waited for a CPU while runnable (the kernel's schedstat), per process
-    name, over the samples taken: `sample()` at the start, before each fault and after each trial
-    (so a replica's pid is seen before it is killed), and at the end. A pid first seen after the
-    start counts from its birth."""
+    """How long our processes waited for a CPU while runnable (the kernel's schedstat, read by
+    `harness.procs.proctable.schedstat`), per process name, over the samples taken: `sample()` at
+    the start, before each fault and after each trial (so a replica's pid is seen before it is
+    killed), and at the end. A pid first seen after the start counts from its birth."""
 
     def __init__(self) -> None:
         self._first: dict[int, tuple[float, float, int]] = {}
@@ -61,7 +42,7 @@ class RunQueueMeter:
 
     def sample(self, procs: dict[int, str]) -> None:
         for pid, name in procs.items():
-            st = _schedstat(pid)
+            st = schedstat(pid)
             if st is None:
                 continue
             self._names[pid] = name
@@ -103,8 +84,8 @@ _BUCKET = re.compile(r'^(etcd_disk_wal_fsync_duration_seconds|etcd_disk_backend_
 async def etcd_histograms(cluster: Cluster) -> dict[str, dict[float, float]] | None:
     """etcd's WAL fsync and backend commit latency histograms (cumulative buckets) from its
     /metrics, over the same mTLS the API server uses; None if unreachable."""
-    from chaos.probes import http_get
     from harness.procs.etcd import EtcdServerTLS
+    from kse.scrape import http_get
 
     members = cluster.etcd_members
     if not members or cluster.pki is None:
@@ -117,10 +98,10 @@ async def etcd_histograms(cluster: Cluster) -> dict[str, dict[float, float]] | N
         ctx = ssl.create_default_context(cafile=str(tls.ca_file))
         if tls.client_cert_file is not None and tls.client_key_file is not None:
             ctx.load_cert_chain(str(tls.client_cert_file), str(tls.client_key_file))
-    got = await http_get(hostport, "/metrics", 5.0, tls=ctx, version="1.0")
-    if got is None:
+    try:
+        _, raw = await http_get(hostport, "/metrics", 5.0, tls=ctx)
+    except (OSError, TimeoutError):
         return None
-    raw = got[1]
     out: dict[str, dict[float, float]] = {}
     for name, le, value in _BUCKET.findall(raw):
         try:

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from chaos.cluster_setup import churn_delete_after, fencing_args, final_state
 from chaos.scenario import FaultSpec, Round, Scenario, WaitSpec
 from harness.progress import Reporter
+from kse.objects.meta import uid_key
 
 if TYPE_CHECKING:
     from chaos.backend import FaultBackend
@@ -494,7 +495,7 @@ class Drive:
     def _added(self, pod: pb.Pod) -> None:
         """Every pod the informer delivers as created (with its spec), for the time-resolved
         over-commit check of pods deleted before the end."""
-        self.created.setdefault(pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}", pod)
+        self.created.setdefault(uid_key(pod), pod)
 
 
 async def _run_schedule(

@@ -8,8 +8,6 @@ and sets `func`. The benchmark's module is imported only when it runs, so `kse -
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -155,22 +153,13 @@ def _run(
     report: Callable[[dict[str, Any]], None],
     name: str,
 ) -> int:
-
-    async def main() -> dict[str, Any]:
-        # SIGTERM cancels the run like Ctrl-C does, so the launcher still stops every child process.
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await bench()
+    from harness.stoppable import Stopped, run_stoppable
 
     try:
-        result = asyncio.run(main())
-    except KeyboardInterrupt:
-        print(f"kse bench {name}: interrupted", file=sys.stderr)
-        return 130
-    except asyncio.CancelledError:
-        print(f"kse bench {name}: terminated", file=sys.stderr)
-        return 143
+        result = run_stoppable(bench)  # SIGTERM stops every child process, as Ctrl-C does
+    except Stopped as e:
+        print(f"kse bench {name}: {e.how}", file=sys.stderr)
+        return e.exit_code
     except Exception as e:
         print(f"kse bench {name}: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

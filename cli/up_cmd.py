@@ -25,7 +25,6 @@ import collections
 import contextlib
 import json
 import logging
-import re
 import signal
 import sys
 import time
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from kse.durations import DurationError, DurationFlag, positive_duration
 from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
+from kse.flags.election_args import ELECTION_FLAGS, add_election_flags, in_flag_words
 from kse.flags.logging_args import add_log_level_flag
 
 if TYPE_CHECKING:  # imported when the command runs, so `kse --help` stays fast
@@ -83,20 +83,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--etcd-members", type=int, choices=(1, 3, 5), default=1, help="etcd cluster size (default 1)"
     )
-    le = p.add_argument_group("leader election (kube-scheduler's --leader-elect-* flags)")
-    le.add_argument(
-        "--election", choices=("watch", "poll"), default="watch", help="standby strategy (default watch)"
-    )
-    le.add_argument("--lease-duration", action=DurationFlag, default=15.0, metavar="S", help="(default 15)")
-    le.add_argument("--renew-deadline", action=DurationFlag, default=10.0, metavar="S", help="(default 10)")
-    le.add_argument("--retry-period", action=DurationFlag, default=2.0, metavar="S", help="(default 2)")
-    le.add_argument(
-        "--on-lost-lease",
-        choices=("exit", "standby"),
-        default="exit",
-        help="a leader that loses the lease exits (then is restarted, as upstream) or stands by "
-        "(default exit)",
-    )
+    add_election_flags(p)
     tls = p.add_argument_group("certificates and links")
     tls.add_argument(
         "--cert-ttl",
@@ -174,7 +161,7 @@ def _pod_lifetime(args: argparse.Namespace) -> float | None:
 
 
 def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
-    from harness.shape import ElectionPlan
+    from harness.shape import election_from_flags
     from harness.up.plan import ClusterPlan
     from harness.up.supervisor import BackoffPolicy
 
@@ -187,13 +174,7 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
         workload_total=args.workload_total,
         pod_lifetime=_pod_lifetime(args),
         etcd_members=args.etcd_members,
-        election=ElectionPlan(
-            strategy=args.election,
-            lease_duration=args.lease_duration,
-            renew_deadline=args.renew_deadline,
-            retry_period=args.retry_period,
-            on_lost_lease=args.on_lost_lease,
-        ),
+        election=election_from_flags(args),
         fresh=args.fresh,
         etcd_tls=args.etcd_tls,
         restart_policy=BackoffPolicy(),
@@ -221,18 +202,14 @@ SHAPE_FLAGS = {
     "nodes": "--nodes",
     "rate": "--rate",
     "etcd_members": "--etcd-members",
-    "strategy": "--election",
-    "lease_duration": "--lease-duration",
-    "renew_deadline": "--renew-deadline",
-    "retry_period": "--retry-period",
-    "on_lost_lease": "--on-lost-lease",
+    **ELECTION_FLAGS,
 }
 
 
 def _in_flags(text: str) -> str:
     """A shape problem ("renew_deadline: must be < lease_duration (5s), got 6s") in the flags'
     words ("--renew-deadline: must be < --lease-duration (5s), got 6s")."""
-    return re.sub(r"\b[a-z_]+\b", lambda m: SHAPE_FLAGS.get(m.group(0), m.group(0)), text)
+    return in_flag_words(text, SHAPE_FLAGS)
 
 
 def _cmd_up(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kse.leaderelection.config import (
     DEFAULT_LEASE_DURATION,
@@ -24,13 +25,21 @@ from kse.leaderelection.config import (
     DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD,
     JITTER_FACTOR,
+    ON_LOST_LEASE,
+    STRATEGIES,
     Strategy,
 )
 
-__all__ = ["ON_LOST_LEASE", "STRATEGIES", "ClusterShape", "ElectionPlan", "ShapeError", "ShapeProblem"]
-
-STRATEGIES: tuple[str, ...] = (Strategy.WATCH.value, Strategy.POLL.value)  # the default first
-ON_LOST_LEASE: tuple[str, ...] = ("exit", "standby")
+__all__ = [
+    "ON_LOST_LEASE",
+    "STRATEGIES",
+    "ClusterShape",
+    "ElectionFlags",
+    "ElectionPlan",
+    "ShapeError",
+    "ShapeProblem",
+    "election_from_flags",
+]
 
 
 @dataclass(frozen=True)
@@ -86,12 +95,6 @@ class ElectionPlan:
         problems = self._problems()
         if problems:
             raise ShapeError(problems)
-
-    def problems(self) -> list[str]:
-        """Always empty: a plan that exists is valid (construction raised otherwise). Only for
-        chaos/failover_bench.py's `FailoverBenchConfig.problems()`, until it builds a ClusterShape;
-        remove with that caller."""
-        return []
 
     def _problems(self) -> list[ShapeProblem]:
         out: list[ShapeProblem] = []
@@ -185,3 +188,31 @@ class ClusterShape:
     @property
     def on_lost_lease(self) -> str:
         return self.election.on_lost_lease
+
+
+class ElectionFlags(Protocol):
+    """The values of the election flags (`kse.flags.election_args`, shared by `kse up` and `kse bench
+    failover`): their argparse Namespace, or a config that keeps them flat under the same names."""
+
+    @property
+    def election(self) -> str: ...
+    @property
+    def lease_duration(self) -> float: ...
+    @property
+    def renew_deadline(self) -> float: ...
+    @property
+    def retry_period(self) -> float: ...
+    @property
+    def on_lost_lease(self) -> str: ...
+
+
+def election_from_flags(values: ElectionFlags) -> ElectionPlan:
+    """The ElectionPlan the election flags give (`--election` is the plan's `strategy`); raises
+    ShapeError, naming the plan's fields (`kse.flags.election_args.in_flag_words` says the flags)."""
+    return ElectionPlan(
+        strategy=values.election,
+        lease_duration=values.lease_duration,
+        renew_deadline=values.renew_deadline,
+        retry_period=values.retry_period,
+        on_lost_lease=values.on_lost_lease,
+    )

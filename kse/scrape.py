@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -22,18 +26,21 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def http_get(address: str, path: str, within: float = 10.0) -> tuple[int, str]:
-    """GET http://address/path: (status, body), with aiohttp's client (tests, benchmarks, the
-    harness). Raises OSError when nothing answers or the answer is broken, TimeoutError when no
-    whole answer comes `within` seconds."""
+async def http_get(
+    address: str, path: str, within: float = 10.0, *, tls: ssl.SSLContext | None = None
+) -> tuple[int, str]:
+    """GET http://address/path (https:// with `tls`, which then verifies the server and may carry
+    a client pair): (status, body), with aiohttp's client (tests, benchmarks, the harness, chaos
+    probes). Raises OSError when nothing answers or the answer is broken, TimeoutError when no
+    whole answer comes `within` seconds (a paused or dead process)."""
     import aiohttp  # here, not at import: kse/ is imported by every process, most never scrape
 
-    url = f"http://{address}{path}"
+    url = f"{'https' if tls is not None else 'http'}://{address}{path}"
     try:
         async with (
             asyncio.timeout(within),
             aiohttp.ClientSession() as session,
-            session.get(url, allow_redirects=False) as reply,
+            session.get(url, allow_redirects=False, ssl=tls if tls is not None else True) as reply,
         ):
             return reply.status, await reply.text(errors="replace")
     except TimeoutError:

@@ -84,6 +84,7 @@ from kse.leaderelection import (
     Strategy,
     default_identity,
 )
+from kse.leaderelection.config import ON_LOST_LEASE
 from kse.tasks import TaskSet
 from scheduler.apis.config import ConfigError, KubeSchedulerConfiguration
 from scheduler.apis.config.types import Duration, LeaderElectionConfiguration
@@ -111,7 +112,6 @@ HANDOVER_GRACE_S = 2.0
 LEADER_ELECTION_HEALTHZ_TOLERANCE_S = 20.0
 # The `name` of leader_election_master_status (kube-scheduler's LeaderElectionConfig.Name).
 LEADER_ELECTION_NAME = "kube-scheduler"
-ON_LOST_LEASE = ("exit", "standby")
 RESOURCE_LOCKS = ("leases",)
 
 

@@ -35,6 +35,7 @@ from rich.text import Text
 
 from kse.client.clientset import Clientset
 from kse.client.informer import Informer, InformerFactory
+from kse.objects.meta import uid_key
 from kse.objects.timeutil import to_epoch
 from proto import kse_pb2 as pb
 
@@ -316,7 +317,7 @@ class StatusTracker:
 
     def _note_created(self, pod: pb.Pod) -> None:
         if self.run_id and pod.metadata.labels.get(RUN_LABEL) == self.run_id:
-            self.created.add(pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}")
+            self.created.add(uid_key(pod))
 
     def _bind_seen(self) -> None:
         now = self.clock()

@@ -27,6 +27,8 @@ __all__ = [
     "DEFAULT_RENEW_DEADLINE",
     "DEFAULT_RETRY_PERIOD",
     "JITTER_FACTOR",
+    "ON_LOST_LEASE",
+    "STRATEGIES",
     "LeaderCallbacks",
     "LeaderElectionConfig",
     "LeaderElectionConfigError",
@@ -53,6 +55,14 @@ class Strategy(StrEnum):
     # kse: standbys watch the Lease and act at the moment it is released or expires; a slow poll
     # covers the time the watch is down. The leader renews exactly as with POLL.
     WATCH = "watch"
+
+
+# The values of the election flags (`kse scheduler --leader-elect-strategy`, `kse up --election`,
+# `kse bench failover --election`), the default first.
+STRATEGIES: tuple[str, ...] = (Strategy.WATCH.value, Strategy.POLL.value)
+# What a leader that lost its lease does (kse's --on-lost-lease): exit, as upstream, then its
+# supervisor restarts it; or stop acting and stand by in the same process.
+ON_LOST_LEASE: tuple[str, ...] = ("exit", "standby")
 
 
 def default_identity() -> str:

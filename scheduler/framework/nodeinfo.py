@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from kse.objects.meta import uid_key
 from kse.objects.podresources import (
     is_pod_level_requests_set,
     pod_host_ports,
@@ -382,7 +383,7 @@ class NodeInfo:
     def remove_pod(self, pod: pb.Pod | PodInfo) -> PodInfo:
         """Upstream RemovePod: pods are identified by UID (namespace/name when the UID is
         empty). Raises KeyError when the pod is not on this node."""
-        key = pod.uid_key if isinstance(pod, PodInfo) else (pod.metadata.uid or _ns_name(pod))
+        key = pod.uid_key if isinstance(pod, PodInfo) else uid_key(pod)
         removed = self._pod_index.pop(key, None)
         if removed is None:
             name = pod.pod.metadata.name if isinstance(pod, PodInfo) else pod.metadata.name
@@ -416,7 +417,7 @@ class NodeInfo:
         self.generation = next_generation()
 
     def has_pod(self, pod: pb.Pod | PodInfo) -> bool:
-        key = pod.uid_key if isinstance(pod, PodInfo) else (pod.metadata.uid or _ns_name(pod))
+        key = pod.uid_key if isinstance(pod, PodInfo) else uid_key(pod)
         return key in self._pod_index
 
     # -- copies
@@ -441,10 +442,6 @@ class NodeInfo:
         c.generation = self.generation
         c._pod_index = dict(self._pod_index)
         return c
-
-
-def _ns_name(pod: pb.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
 def _without(pods: list[PodInfo], removed: PodInfo) -> list[PodInfo]:

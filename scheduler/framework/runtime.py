@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from kse.objects.meta import uid_key
 from proto import kse_pb2 as pb
 from scheduler.framework.batch import BatchEngine, FilterOutcome, NodeInfoView, ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
@@ -144,13 +145,6 @@ ALL_EVENTS = (
 )
 
 Binder = Callable[[pb.Pod, str], Awaitable[None]]
-
-
-# ------------------------------------------------------------------------------------ helpers
-
-
-def _pod_uid(pod: pb.Pod) -> str:
-    return pod.metadata.uid or f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
 # ------------------------------------------------------------------------------------ Framework
@@ -675,13 +669,13 @@ class Framework:
 
     def will_wait_on_permit(self, pod: pb.Pod | PodInfo) -> bool:
         p = pod.pod if isinstance(pod, PodInfo) else pod
-        return self.waiting_pods.get(_pod_uid(p)) is not None
+        return self.waiting_pods.get(uid_key(p)) is not None
 
     async def wait_on_permit(self, pod: pb.Pod | PodInfo) -> Status | None:
         """Wait until a pod waiting at Permit is allowed (None) or rejected (upstream
         WaitOnPermit); returns at once for a pod that is not waiting."""
         p = pod.pod if isinstance(pod, PodInfo) else pod
-        uid = _pod_uid(p)
+        uid = uid_key(p)
         wp = self.waiting_pods.get(uid)
         if wp is None:
             return None

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from kse.objects import meta
+from kse.objects.meta import object_key
 from proto import kse_pb2 as pb
 
 if TYPE_CHECKING:
@@ -172,12 +174,14 @@ class PodInfo:
 
     @property
     def key(self) -> str:
-        return f"{self.pod.metadata.namespace}/{self.pod.metadata.name}"
+        """The queue's key for the pod, "namespace/name" (client-go MetaNamespaceKeyFunc)."""
+        md = self.pod.metadata
+        return object_key(md.namespace, md.name)
 
     @cached_property
     def uid_key(self) -> str:
         """The key NodeInfo uses for the pod: its UID (upstream GetPodKey), else namespace/name."""
-        return self.pod.metadata.uid or self.key
+        return meta.uid_key(self.pod)
 
     @cached_property
     def labels(self) -> dict[str, str]:

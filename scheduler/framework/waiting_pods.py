@@ -7,7 +7,8 @@ then awaits `WaitingPod.wait()`; any other party (a plugin, the scheduler on pod
 Upstream delivers the verdict through a channel with a buffer of one and non-blocking sends, so
 the first verdict wins and later ones are dropped; `WaitingPod` keeps that rule. Each plugin's
 timeout rejects the pod with upstream's message ("rejected due to timeout after waiting 10s at
-plugin X"). Timers come from an injectable factory so tests drive time themselves.
+plugin X", the wait printed as Go's Duration.String() by `kse.durations.format_duration`).
+Timers come from an injectable factory so tests drive time themselves.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
+from kse.durations import format_duration
 from proto import kse_pb2 as pb
 from scheduler.framework.types import Code, Status
 
@@ -39,32 +41,6 @@ def default_timers(delay: float, callback: Callable[[], None]) -> Cancellable:
         timer.start()
         return timer
     return loop.call_later(delay, callback)
-
-
-def go_duration(seconds: float) -> str:
-    """Go's time.Duration String(): "0s", "500ms", "1.5s", "1m30s", "15m0s", "1h0m0s"."""
-    ns = round(seconds * 1e9)
-    if ns == 0:
-        return "0s"
-    sign, u = ("-" if ns < 0 else ""), abs(ns)
-
-    def frac(v: int, unit: int) -> str:
-        whole, rest = divmod(v, unit)
-        if not rest:
-            return str(whole)
-        digits = str(rest).rjust(len(str(unit)) - 1, "0").rstrip("0")
-        return f"{whole}.{digits}"
-
-    if u < 1_000:
-        return f"{sign}{u}ns"
-    if u < 1_000_000:
-        return f"{sign}{frac(u, 1_000)}µs"
-    if u < 1_000_000_000:
-        return f"{sign}{frac(u, 1_000_000)}ms"
-    hours, rest = divmod(u, 3600 * 10**9)
-    minutes, rest = divmod(rest, 60 * 10**9)
-    head = f"{hours}h{minutes}m" if hours else (f"{minutes}m" if minutes else "")
-    return f"{sign}{head}{frac(rest, 10**9)}s"
 
 
 class WaitingPod:
@@ -92,7 +68,7 @@ class WaitingPod:
     def _timeout_callback(self, plugin: str, wait: float) -> Callable[[], None]:
         def fire() -> None:
             self.reject(
-                plugin, f"rejected due to timeout after waiting {go_duration(wait)} at plugin {plugin}"
+                plugin, f"rejected due to timeout after waiting {format_duration(wait)} at plugin {plugin}"
             )
 
         return fire

@@ -17,14 +17,8 @@ NOT_DURATIONS = {
     ("kse scheduler", "--clock-skew"),  # OFFSET[,RATE]: its offset goes through kse.durations too
     ("kse scheduler", "--clock-skew-file"),
 }
-# chaos/failover_bench.py is being rebuilt on the chaos pipeline (issue 14, item 2); its flags join
-# the convention there.
-PENDING = {
-    ("kse bench failover", "--lease-duration"),
-    ("kse bench failover", "--renew-deadline"),
-    ("kse bench failover", "--retry-period"),
-    ("kse bench failover", "--stop-margin"),
-}
+# Flags not yet on the convention (empty: every command is).
+PENDING: set[tuple[str, str]] = set()
 _LOOKS_LIKE_A_DURATION = re.compile(
     r"duration|interval|timeout|period|deadline|ttl|-age$|grace|lifetime|after|skew"
 )

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kse.durations import format_duration as go_duration
 from proto import kse_pb2 as pb
 from scheduler.apis.config.types import ExpandedPlugins, PluginRef
 from scheduler.framework.batch import NodeInfoView
@@ -29,7 +30,7 @@ from scheduler.framework.types import (
     QueuedPodInfo,
     Status,
 )
-from scheduler.framework.waiting_pods import WaitingPod, go_duration
+from scheduler.framework.waiting_pods import WaitingPod
 from tests.unit.scheduler.wrappers import make_node, make_pod
 
 # ------------------------------------------------------------------------------------ fakes
