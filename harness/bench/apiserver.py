@@ -1,8 +1,9 @@
-"""`kse bench apiserver`: how close the API server's write path comes to etcd's, and how fast its
-watch fan-out is.
+"""`kse bench apiserver`: how close the API server's write path comes to etcd's, how fast its
+watch fan-out is, and what its Kubernetes HTTP door costs against its gRPC one.
 
 One run starts its own etcd (one member, fsync on, etcd's default heartbeat/election timeouts), a
-PKI, and one `kse apiserver` child process, all under a temp dir, then measures in three phases:
+PKI, and one `kse apiserver` child process serving gRPC and HTTPS (`--http-listen`), all under a
+temp dir, then measures in these phases:
 
 (a) `etcd_txn_per_s`: the compare-and-swap ceiling from Python against that same etcd. `inflight`
     concurrent workers, each owning one key, each looping `txn(mod_revision(key) == last) -> put`
@@ -23,6 +24,20 @@ PKI, and one `kse apiserver` child process, all under a temp dir, then measures 
     `time.perf_counter()` clock. Latency = a watcher's receive time - the write's *send* time, so it
     includes the write itself (API server + etcd commit), and is never negative; receive - the
     write's acknowledgement is reported in `details` too.
+(b') `http_binds_per_s`: as (b), on a fresh set of `pods` pre-created pods, over HTTPS with the same
+    scheduler client cert: `POST /api/v1/namespaces/NS/pods/NAME/binding` with a v1 Binding body,
+    as client-go's pods Bind sends it, `inflight` at a time over keep-alive aiohttp connections
+    (`harness.bench.httpload`; the same client-process rule as (b)). Same server, same run, so
+    `http_binds_per_s / binds_per_s` is the HTTP door's cost on the write path.
+(c') `http_watch_latency_ms_p50/p99`: as (c), with the watchers on HTTP (`?watch=true&
+    resourceVersion=RV` from a LIST, chunked WatchEvents) in a namespace of their own. The writer
+    writes through gRPC in both phases, on the same schedule: the write path is the same, so the
+    two figures differ only by the delivery path (and the latency definition is the same).
+(d) `http_list_ms_p50`: the median of `list_repeats` LISTs (JSON) of a namespace of `list_pods`
+    (5000) pods over HTTP, from the request to the body's last byte. The namespace is (b')'s,
+    topped up untimed to `list_pods` pods (with `pods` above that, the list holds `pods` pods).
+    The first LIST converts each pod to JSON once (the server's JSON cache); its time is in
+    `details.http_list.first_ms`.
 
 Every phase records the CPU used (as % of one core) by the API server, etcd, the load generator, and
 everything else on the machine ("other"): the busiest process names the bottleneck, and "other"
