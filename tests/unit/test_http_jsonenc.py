@@ -1,4 +1,5 @@
-"""The HTTP door's fast protobuf -> JSON conversion gives exactly `to_dict`'s JSON, for every kind.
+"""The HTTP door's fast protobuf -> JSON conversion gives exactly `to_dict`'s JSON, for every kind;
+watch lines are assembled once per batch for all watchers.
 
 Objects come from a filler that sets every field of every message (64-bit integers past 2**53,
 repeated fields and maps with several entries, `optional` fields set to their zero value,
@@ -143,3 +144,19 @@ def test_the_shared_cache_serves_the_same_text() -> None:
     fill(obj.pod)
     wire = obj.SerializeToString()
     assert JSONCache().text(wire) == JSON_CACHE.text(wire) == dumps(to_dict(pb.Object.FromString(wire)))
+
+
+def test_watch_lines_are_shared_and_bookmarks_are_not_cached() -> None:
+    from apiserver_mock import wire
+    from apiserver_mock.http.watch import LineCache
+
+    obj = pb.Object(pod=pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="ns", resource_version="7")))
+    event = pb.WatchEvent(type="ADDED", object=obj, resource_version="7")
+    batch = wire.field(1, event.SerializeToString())
+    cache = LineCache(limit=2)
+    text = cache.lines(batch)
+    assert text == b'{"type":"ADDED","object":' + JSON_CACHE.text(obj.SerializeToString()) + b"}\n"
+    assert cache.lines(bytes(batch)) is text  # equal bytes from another watcher: the same text
+    assert cache.lines(wire.bookmark_batch(9)) is None  # per watcher (allowWatchBookmarks)
+    cache.lines(wire.field(1, pb.WatchEvent(type="DELETED", object=obj).SerializeToString()))
+    assert len(cache._lines) <= 2
