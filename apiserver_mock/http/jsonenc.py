@@ -75,16 +75,23 @@ def _message_converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]] 
     if not _supported(desc, set()):
         _converters[name] = None
         return None
-    fields: dict[int, tuple[str, Convert]] = {}
+    # Per field: its JSON name and converter; None for a scalar that is its own JSON (most
+    # fields: strings, integers, bools), which saves a call per field.
+    fields: dict[str, tuple[str, Convert | None]] = {}
 
     def convert(msg: Message) -> dict[str, Any]:
         # ListFields: the set fields in field-number order, as MessageToDict walks them.
-        return {fields[fd.number][0]: fields[fd.number][1](value) for fd, value in msg.ListFields()}
+        out: dict[str, Any] = {}
+        for fd, value in msg.ListFields():
+            json_name, field_convert = fields[fd.name]
+            out[json_name] = value if field_convert is None else field_convert(value)
+        return out
 
     # Registered before its fields are built, so a recursive type finds itself.
     _converters[name] = convert
     for fd in desc.fields:
-        fields[fd.number] = (fd.json_name, _field_converter(fd))
+        field_convert = _field_converter(fd)
+        fields[fd.name] = (fd.json_name, None if field_convert is _identity else field_convert)
     return convert
 
 
@@ -146,7 +153,8 @@ def _value_converter(fd: FieldDescriptor) -> Convert:
 
 
 def _struct(msg: struct_pb2.Struct) -> dict[str, Any]:
-    return {k: _value(v) for k, v in msg.fields.items()}
+    fields = msg.fields  # keys then lookups: a map's items() is a slow Python-level view
+    return {k: _value(fields[k]) for k in fields}
 
 
 def _value(v: struct_pb2.Value) -> Any:
