@@ -45,8 +45,9 @@ def _add_apiserver(sub: SubParsers) -> None:
         "apiserver",
         help="etcd CAS ceiling vs. binds through the API server, and watch delivery latency",
         description="Starts its own etcd (1 member, fsync on) and one API server under a temp dir, then "
-        "measures (a) etcd CAS txns/s from Python, (b) binds/s through the API server, (c) watch "
-        "delivery latency at a steady write rate.",
+        "measures (a) etcd CAS txns/s from Python, (b) binds/s through the API server over gRPC and "
+        "over HTTP, (c) watch delivery latency at a steady write rate to gRPC and to HTTP watchers, "
+        "(d) the time of a LIST of 5000 pods over HTTP.",
     )
     p.add_argument(
         "--duration",
@@ -91,6 +92,20 @@ def _add_apiserver(sub: SubParsers) -> None:
         help="processes generating the etcd and bind load, inflight split among them (default auto: "
         "one, and a phase whose client process saturates a core is repeated with two)",
     )
+    p.add_argument(
+        "--list-pods",
+        type=_positive_int,
+        default=d.list_pods,
+        metavar="N",
+        help=f"pods in the namespace listed over HTTP (default {d.list_pods})",
+    )
+    p.add_argument(
+        "--list-repeats",
+        type=_positive_int,
+        default=d.list_repeats,
+        metavar="N",
+        help=f"HTTP LISTs timed, http_list_ms_p50 is their median (default {d.list_repeats})",
+    )
     _common_flags(p)
     p.set_defaults(func=_run_apiserver)
 
@@ -106,6 +121,8 @@ def _run_apiserver(args: argparse.Namespace) -> int:
             watchers=args.watchers,
             rate=args.rate,
             client_procs=args.client_procs,
+            list_pods=args.list_pods,
+            list_repeats=args.list_repeats,
             keep=args.keep,
         )
     except ValueError as e:

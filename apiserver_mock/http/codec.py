@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from apiserver_mock import wire
 from apiserver_mock.errors import APIError, Invalid
+from apiserver_mock.http.jsonenc import object_dict
 from kse.objects.kinds import Kind
 from kse.objects.manifest import DecodedObject, ManifestError, decode_object, to_dict
 from proto import kse_pb2 as pb
@@ -29,8 +30,8 @@ class BadRequest(APIError):
 
 
 def object_json(data: bytes) -> dict[str, Any]:
-    """A serialized `Object` as its Kubernetes JSON."""
-    return to_dict(pb.Object.FromString(data))
+    """A serialized `Object` as its Kubernetes JSON (`to_dict`'s, by the faster `jsonenc`)."""
+    return object_dict(data)
 
 
 class JSONCache:
@@ -38,7 +39,8 @@ class JSONCache:
 
     The watch cache hands out the same bytes for one object version to every list and watcher
     (`CachedObject.wire`, an event's frame), so converting it once (protobuf -> dict -> JSON, the
-    costly part of an HTTP answer: ~80 us a pod) serves all of them. Bounded: when full it starts
+    costly part of an HTTP answer: ~30 us a small pod with `jsonenc`, ~80 us with `to_dict`)
+    serves all of them. Bounded: when full it starts
     over, as the API server's other caches do."""
 
     def __init__(self, limit: int = 20_000) -> None:
@@ -48,7 +50,7 @@ class JSONCache:
     def text(self, obj_wire: bytes) -> bytes:
         cached = self._texts.get(obj_wire)
         if cached is None:
-            cached = dumps(to_dict(pb.Object.FromString(obj_wire)))
+            cached = dumps(object_dict(obj_wire))
             if len(self._texts) >= self.limit:
                 self._texts.clear()
             self._texts[obj_wire] = cached

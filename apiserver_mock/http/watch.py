@@ -67,6 +67,42 @@ def _events(batch: bytes) -> list[tuple[str, bytes, str]]:
     return out
 
 
+class LineCache:
+    """Serialized batch -> its WatchEvent lines, for batches without a BOOKMARK (whose line depends
+    on the watcher), shared by every JSON watcher of the door.
+
+    Watchers with the same filter get the very same batch bytes from the cache (`_dispatch`), so
+    the lines are assembled once per event for all of them, as the gRPC side sends one serialized
+    batch to all; the object texts inside come from the JSON cache. Bounded: when full it starts
+    over."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._lines: dict[bytes, bytes | None] = {}
+
+    def lines(self, batch: bytes) -> bytes | None:
+        """The batch's lines, or None when it holds a BOOKMARK (render it per watcher)."""
+        try:
+            return self._lines[batch]
+        except KeyError:
+            pass
+        parts: list[bytes] | None = []
+        for event_type, obj_wire, _ in _events(batch):
+            if event_type == "BOOKMARK":
+                parts = None
+                break
+            assert parts is not None
+            parts.append(b'{"type":"%s","object":%s}\n' % (event_type.encode(), JSON_CACHE.text(obj_wire)))
+        text = None if parts is None else b"".join(parts)
+        if len(self._lines) >= self.limit:
+            self._lines.clear()
+        self._lines[batch] = text
+        return text
+
+
+LINE_CACHE = LineCache()
+
+
 async def _start(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     resp.enable_chunked_encoding()
@@ -119,6 +155,12 @@ async def serve_watch(
             item = await watcher.next()
             if item is None:
                 break
+            shared = LINE_CACHE.lines(item) if table_include is None else None
+            if shared is not None:
+                if shared:
+                    async with asyncio.timeout(service.send_timeout):
+                        await resp.write(shared)
+                continue
             lines: list[bytes] = []
             for event_type, obj_wire, revision in _events(item):
                 if event_type == "BOOKMARK":

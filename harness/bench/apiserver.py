@@ -1,8 +1,9 @@
-"""`kse bench apiserver`: how close the API server's write path comes to etcd's, and how fast its
-watch fan-out is.
+"""`kse bench apiserver`: how close the API server's write path comes to etcd's, how fast its
+watch fan-out is, and what its Kubernetes HTTP door costs against its gRPC one.
 
 One run starts its own etcd (one member, fsync on, etcd's default heartbeat/election timeouts), a
-PKI, and one `kse apiserver` child process, all under a temp dir, then measures in three phases:
+PKI, and one `kse apiserver` child process serving gRPC and HTTPS (`--http-listen`), all under a
+temp dir, then measures in these phases:
 
 (a) `etcd_txn_per_s`: the compare-and-swap ceiling from Python against that same etcd. `inflight`
     concurrent workers, each owning one key, each looping `txn(mod_revision(key) == last) -> put`
@@ -23,6 +24,20 @@ PKI, and one `kse apiserver` child process, all under a temp dir, then measures 
     `time.perf_counter()` clock. Latency = a watcher's receive time - the write's *send* time, so it
     includes the write itself (API server + etcd commit), and is never negative; receive - the
     write's acknowledgement is reported in `details` too.
+(b') `http_binds_per_s`: as (b), on a fresh set of `pods` pre-created pods, over HTTPS with the same
+    scheduler client cert: `POST /api/v1/namespaces/NS/pods/NAME/binding` with a v1 Binding body,
+    as client-go's pods Bind sends it, `inflight` at a time over keep-alive aiohttp connections
+    (`harness.bench.httpload`; the same client-process rule as (b)). Same server, same run, so
+    `http_binds_per_s / binds_per_s` is the HTTP door's cost on the write path.
+(c') `http_watch_latency_ms_p50/p99`: as (c), with the watchers on HTTP (`?watch=true&
+    resourceVersion=RV` from a LIST, chunked WatchEvents) in a namespace of their own. The writer
+    writes through gRPC in both phases, on the same schedule: the write path is the same, so the
+    two figures differ only by the delivery path (and the latency definition is the same).
+(d) `http_list_ms_p50`: the median of `list_repeats` LISTs (JSON) of a namespace of `list_pods`
+    (5000) pods over HTTP, from the request to the body's last byte. The namespace is (b')'s,
+    topped up untimed to `list_pods` pods (with `pods` above that, the list holds `pods` pods).
+    The first LIST converts each pod to JSON once (the server's JSON cache); its time is in
+    `details.http_list.first_ms`.
 
 Every phase records the CPU used (as % of one core) by the API server, etcd, the load generator, and
 everything else on the machine ("other"): the busiest process names the bottleneck, and "other"
@@ -37,10 +52,10 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
@@ -62,6 +77,7 @@ from harness.bench.common import (
     work_dir,
 )
 from harness.bench.config import ApiServerBenchConfig as Config
+from harness.bench.httpload import HttpBindLoadArgs, HttpPodWatcher, HttpTarget, http_bind_load, list_timings
 from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import etcd_binary_version, start_cluster
 from harness.procs.launcher import Launcher
@@ -71,7 +87,8 @@ from proto import kse_pb2 as pb
 from proto import kse_pb2_grpc as pb_grpc
 
 TARGET_BIND_TO_ETCD_RATIO = 0.5
-TARGET_WATCH_P99_MS = 10.0
+TARGET_WATCH_P99_MS = 10.0  # gRPC and HTTP watches alike
+TARGET_HTTP_TO_GRPC_BINDS = 0.5  # http_binds_per_s / binds_per_s, same run, same server
 OTHER_CPU_WARNING = 20.0  # % of one core used by unrelated processes during a phase
 METRICS = (
     "etcd_txn_per_s",
@@ -79,10 +96,16 @@ METRICS = (
     "bind_to_etcd_ratio",
     "watch_latency_ms_p50",
     "watch_latency_ms_p99",
+    "http_binds_per_s",
+    "http_watch_latency_ms_p50",
+    "http_watch_latency_ms_p99",
+    "http_list_ms_p50",
 )
 
 BIND_NAMESPACE = "bench-bind"
 WATCH_NAMESPACE = "bench-watch"
+HTTP_BIND_NAMESPACE = "bench-http-bind"
+HTTP_WATCH_NAMESPACE = "bench-http-watch"
 ETCD_KEY_PREFIX = "/kse-bench/cas/"
 API_PREFIX = "/registry-bench"
 SETUP_INFLIGHT = 64
@@ -244,9 +267,47 @@ async def create_all(stub: Any, objects: Sequence[pb.Object], inflight: int = SE
 # ---------------------------------------------------------------------- (c) watch latency
 
 
+class PodWatcher(Protocol):
+    """One watch on a namespace's pods, through either front door: `open()` connects and starts
+    the watch (untimed); `batches()` yields (receive time, names of the ADDED pods) per message or
+    chunk received; `close()` releases the connection."""
+
+    async def open(self) -> None: ...
+
+    def batches(self) -> AsyncIterator[tuple[float, list[str]]]: ...
+
+    async def close(self) -> None: ...
+
+
+class GrpcPodWatcher:
+    """A gRPC `Watch` on a namespace's pods, on its own channel (as each scheduler replica has)."""
+
+    def __init__(self, conn: ConnectionFile, namespace: str) -> None:
+        self.channel = secure_channel(conn)
+        self.namespace = namespace
+
+    async def open(self) -> None:
+        await asyncio.wait_for(self.channel.channel_ready(), CALL_TIMEOUT)
+
+    async def batches(self) -> AsyncIterator[tuple[float, list[str]]]:
+        stub = pb_grpc.ResourcesStub(self.channel)
+        async for batch in stub.Watch(pb.WatchRequest(resource="pods", namespace=self.namespace)):
+            now = time.perf_counter()
+            yield now, [ev.object.pod.metadata.name for ev in batch.events if ev.type == "ADDED"]
+
+    async def close(self) -> None:
+        await self.channel.close(grace=None)
+
+
+def _stream_error(e: BaseException) -> str:
+    if isinstance(e, grpc.aio.AioRpcError):
+        return f"{e.code().name}: {e.details()}"
+    return f"{type(e).__name__}: {e}"
+
+
 async def watch_latency(
     writer_conn: ConnectionFile,
-    watcher_conns: Sequence[ConnectionFile],
+    watchers: Sequence[PodWatcher],
     *,
     rate: float,
     duration: float,
@@ -256,8 +317,11 @@ async def watch_latency(
 ) -> dict[str, Any]:
     """Paced creates in `namespace` and the time each watcher receives them (see module doc).
 
-    `keep_samples` adds `samples`: per write (send offset from the first write in s, ack latency in
-    s, and each watcher's latency in s, None when not received), for looking at the time series.
+    The writer always writes through gRPC (`writer_conn`); the watchers watch `namespace` through
+    whichever door they use, so two runs that differ only in their watchers differ only in the
+    delivery path. `keep_samples` adds `samples`: per write (send offset from the first write in
+    s, ack latency in s, and each watcher's latency in s, None when not received), for looking at
+    the time series.
     """
     total = max(1, round(rate * duration))
     names = [f"w-{i:07d}" for i in range(total)]
@@ -265,29 +329,26 @@ async def watch_latency(
     sent = [0.0] * total
     acked = [0.0] * total
     late = [0.0] * total
-    received: list[list[float]] = [[0.0] * total for _ in watcher_conns]
-    counts = [0] * len(watcher_conns)
+    received: list[list[float]] = [[0.0] * total for _ in watchers]
+    counts = [0] * len(watchers)
     write_errors: dict[str, int] = {}
     stream_errors: list[str] = []
-    sentinel_seen = [asyncio.Event() for _ in watcher_conns]
-    all_seen = [asyncio.Event() for _ in watcher_conns]
+    sentinel_seen = [asyncio.Event() for _ in watchers]
+    all_seen = [asyncio.Event() for _ in watchers]
 
-    channels = [secure_channel(c) for c in (writer_conn, *watcher_conns)]
+    writer_channel = secure_channel(writer_conn)
     try:
-        for ch in channels:
-            await asyncio.wait_for(ch.channel_ready(), CALL_TIMEOUT)
-        writer = pb_grpc.ResourcesStub(channels[0])
+        await asyncio.wait_for(writer_channel.channel_ready(), CALL_TIMEOUT)
+        for watcher in watchers:
+            await watcher.open()
+        writer = pb_grpc.ResourcesStub(writer_channel)
 
-        async def watch(w: int, stub: Any) -> None:
-            call = stub.Watch(pb.WatchRequest(resource="pods", namespace=namespace))
+        async def watch(w: int, watcher: PodWatcher) -> None:
             got = received[w]
             try:
-                async for batch in call:
-                    now = time.perf_counter()
-                    for ev in batch.events:
-                        if ev.type != "ADDED":
-                            continue
-                        i = index.get(ev.object.pod.metadata.name)
+                async for now, added in watcher.batches():
+                    for name in added:
+                        i = index.get(name)
                         if i is None:
                             sentinel_seen[w].set()
                         elif not got[i]:
@@ -295,19 +356,17 @@ async def watch_latency(
                             counts[w] += 1
                             if counts[w] == total:
                                 all_seen[w].set()
-            except grpc.aio.AioRpcError as e:
+            except Exception as e:
                 # The server may end a watch (e.g. a watcher it considers too slow); what it did
                 # deliver still counts, the rest shows up as missing events.
-                stream_errors.append(f"watcher {w}: {e.code().name}: {e.details()}")
+                stream_errors.append(f"watcher {w}: {_stream_error(e)}")
             else:
                 stream_errors.append(f"watcher {w}: stream ended by the server")
             sentinel_seen[w].set()
             all_seen[w].set()
 
         async with asyncio.TaskGroup() as tg:
-            watch_tasks = [
-                tg.create_task(watch(w, pb_grpc.ResourcesStub(ch))) for w, ch in enumerate(channels[1:])
-            ]
+            watch_tasks = [tg.create_task(watch(w, watcher)) for w, watcher in enumerate(watchers)]
             # The watches are established once each has delivered a sentinel written after they began.
             for attempt in range(50):
                 sentinel = pb.Object(pod=bench_pod(namespace, f"sentinel-{attempt}"))
@@ -331,7 +390,7 @@ async def watch_latency(
                     return
                 acked[i] = time.perf_counter()
 
-            progress(f"watch: {total} creates at {rate:g}/s to {len(watcher_conns)} watchers")
+            progress(f"watch: {total} creates at {rate:g}/s to {len(watchers)} watchers in {namespace}")
             async with asyncio.TaskGroup() as writes:
                 t0 = time.perf_counter() + 0.01
                 for i in range(total):
@@ -349,8 +408,9 @@ async def watch_latency(
             for t in watch_tasks:
                 t.cancel()
     finally:
-        for ch in channels:
-            await ch.close(grace=None)
+        for watcher in watchers:
+            await watcher.close()
+        await writer_channel.close(grace=None)
 
     from_send: list[float] = []
     from_ack: list[float] = []
@@ -429,10 +489,17 @@ async def run(cfg: Config) -> dict[str, Any]:
             endpoints, etcd_info = await _start_etcd(launcher, root / "data")
             progress(f"etcd at {', '.join(endpoints)}; starting the API server")
             api = ApiServerProcess(
-                etcd_endpoints=endpoints, prefix=API_PREFIX, pki_dir=pki.dir, data_dir=root / "data"
+                etcd_endpoints=endpoints,
+                prefix=API_PREFIX,
+                pki_dir=pki.dir,
+                data_dir=root / "data",
+                extra_args=("--http-listen", "127.0.0.1:0"),
             )
             await launcher.start(api)
-            progress(f"API server at {api.address} (pid {api.pid})")
+            http_address = str((api.ready_info or {}).get("http_address") or "")
+            if not http_address:
+                raise RuntimeError(f"the API server's ready file names no http_address: {api.ready_info}")
+            progress(f"API server at {api.address}, HTTP API at {http_address} (pid {api.pid})")
 
             pids: dict[str, int | None] = {"apiserver": api.pid, "etcd": etcd_info["pid"]}
             load_before = os.getloadavg()
@@ -483,37 +550,107 @@ async def run(cfg: Config) -> dict[str, Any]:
 
             bind_run, bind_attempts = await _with_client_procs(cfg.client_procs, bind_phase, "bind", notes)
 
-            # (c)
-            watchers = [
+            # (b') the same over HTTP, on a fresh set of pods
+            http_scheduler = HttpTarget.of(http_address, scheduler)
+
+            async def http_bind_phase(procs: int, attempt: int) -> LoadRun:
+                namespace = f"{HTTP_BIND_NAMESPACE}-{attempt}"
+                progress(f"HTTP binds: creating {len(pods)} pods in {namespace} (untimed)")
+                async with secure_channel(admin) as channel:
+                    objects = [pb.Object(pod=bench_pod(namespace, p)) for p in pods]
+                    await create_all(pb_grpc.ResourcesStub(channel), objects)
+                progress(
+                    f"HTTP binds: binding {len(pods)} pods, {cfg.inflight} in flight from {procs} process(es)"
+                )
+                args = [
+                    HttpBindLoadArgs(http_scheduler, namespace, pods[p::procs], nodes, cfg.inflight // procs)
+                    for p in range(procs)
+                ]
+                return await run_load(http_bind_load, args, root, pids)
+
+            http_bind_run, http_bind_attempts = await _with_client_procs(
+                cfg.client_procs, http_bind_phase, "HTTP bind", notes
+            )
+
+            # (c) and (c'): the same writer (gRPC) and schedule; watchers on gRPC, then on HTTP
+            identities = [
                 api.connection(pki.scheduler(1 + w % len(pki.schedulers))) for w in range(cfg.watchers)
             ]
             meter = CpuMeter(pids)
-            watch = await watch_latency(admin, watchers, rate=cfg.rate, duration=cfg.duration)
+            watch = await watch_latency(
+                admin,
+                [GrpcPodWatcher(c, WATCH_NAMESPACE) for c in identities],
+                rate=cfg.rate,
+                duration=cfg.duration,
+                namespace=WATCH_NAMESPACE,
+            )
             watch["cpu_percent"] = meter.percent()
             if watch["events_received"] == 0:
                 raise RuntimeError(f"watch phase: no event received ({watch})")
+            meter = CpuMeter(pids)
+            http_watch = await watch_latency(
+                admin,
+                [HttpPodWatcher(HttpTarget.of(http_address, c), HTTP_WATCH_NAMESPACE) for c in identities],
+                rate=cfg.rate,
+                duration=cfg.duration,
+                namespace=HTTP_WATCH_NAMESPACE,
+            )
+            http_watch["cpu_percent"] = meter.percent()
+            if http_watch["events_received"] == 0:
+                raise RuntimeError(f"HTTP watch phase: no event received ({http_watch})")
+
+            # (d) LISTs of the first HTTP bind namespace, topped up to `list_pods` pods
+            list_namespace = f"{HTTP_BIND_NAMESPACE}-0"
+            extra = [f"p-{i:06d}" for i in range(len(pods), cfg.list_pods)]
+            if extra:
+                progress(f"HTTP list: creating {len(extra)} more pods in {list_namespace} (untimed)")
+                async with secure_channel(admin) as channel:
+                    objects = [pb.Object(pod=bench_pod(list_namespace, p)) for p in extra]
+                    await create_all(pb_grpc.ResourcesStub(channel), objects)
+            progress(f"HTTP list: {cfg.list_repeats} LISTs of {len(pods) + len(extra)} pods")
+            meter = CpuMeter(pids)
+            list_times, list_items = await list_timings(
+                HttpTarget.of(http_address, admin), list_namespace, cfg.list_repeats
+            )
+            http_list: dict[str, Any] = {
+                "namespace": list_namespace,
+                "items": list_items,
+                "repeats": len(list_times),
+                "first_ms": ms(list_times[0]),
+                "ms_p50": ms(percentile(list_times, 50)),
+                "ms_max": ms(max(list_times)),
+                "timed": "request sent to the body's last byte (client-side JSON parsing excluded)",
+                "cpu_percent": meter.percent(),
+            }
 
             api_pid = api.pid
             progress("stopping the API server and etcd")
 
     etcd_total, etcd_cpu, etcd_procs = etcd_run.total, etcd_run.cpu_percent, len(etcd_run.parts)
     bind_total, bind_cpu, bind_procs = bind_run.total, bind_run.cpu_percent, len(bind_run.parts)
+    http_total, http_cpu = http_bind_run.total, http_bind_run.cpu_percent
+    http_procs = len(http_bind_run.parts)
     notes.insert(
         0,
         f"load: {cfg.inflight} calls in flight; etcd CAS from {_procs(etcd_procs)}, "
-        f"binds from {_procs(bind_procs)}",
+        f"binds from {_procs(bind_procs)}, HTTP binds from {_procs(http_procs)}",
     )
     notes.append(
         f"the API server is its own process (pid {api_pid}); watch writer and watchers share this process"
     )
     notes.append("watch latency = watcher receive time - writer send time (includes the write round trip)")
-    for phase, cpu in (("etcd", etcd_cpu), ("bind", bind_cpu), ("watch", watch["cpu_percent"])):
-        procs = {"etcd": etcd_procs, "bind": bind_procs}.get(phase, 1)
+    notes.append("the HTTP watch phase writes through gRPC as the gRPC one does: only the delivery differs")
+    phases: tuple[tuple[str, dict[str, float], int], ...] = (
+        ("etcd", etcd_cpu, etcd_procs),
+        ("bind", bind_cpu, bind_procs),
+        ("HTTP bind", http_cpu, http_procs),
+        ("watch", watch["cpu_percent"], 1),
+        ("HTTP watch", http_watch["cpu_percent"], 1),
+        ("HTTP list", http_list["cpu_percent"], 1),
+    )
+    for phase, cpu, procs in phases:
         notes.append(f"{phase} phase: {_busiest(cpu, procs)}")
-    disturbed = {
-        phase: cpu.get("other", 0.0)
-        for phase, cpu in (("etcd", etcd_cpu), ("bind", bind_cpu), ("watch", watch["cpu_percent"]))
-    }
+    disturbed = {phase: cpu.get("other", 0.0) for phase, cpu, _ in phases}
     if max(disturbed.values()) >= OTHER_CPU_WARNING:
         shown = ", ".join(f"{phase} {value:g}%" for phase, value in disturbed.items())
         notes.append(
@@ -522,12 +659,17 @@ async def run(cfg: Config) -> dict[str, Any]:
         )
     etcd_rate = etcd_total.rate
     bind_rate = bind_total.rate
+    http_rate = http_total.rate
     return {
         "etcd_txn_per_s": round(etcd_rate, 1),
         "binds_per_s": round(bind_rate, 1),
         "bind_to_etcd_ratio": round(bind_rate / etcd_rate, 3),
         "watch_latency_ms_p50": watch["latency_ms_p50"],
         "watch_latency_ms_p99": watch["latency_ms_p99"],
+        "http_binds_per_s": round(http_rate, 1),
+        "http_watch_latency_ms_p50": http_watch["latency_ms_p50"],
+        "http_watch_latency_ms_p99": http_watch["latency_ms_p99"],
+        "http_list_ms_p50": http_list["ms_p50"],
         "details": {
             "config": asdict(cfg),
             "etcd": {
@@ -546,7 +688,18 @@ async def run(cfg: Config) -> dict[str, Any]:
                 "identity": "system:kube-scheduler (scheduler-1)",
                 "nodes": cfg.nodes,
             },
+            "http_binds": {
+                **http_total.summary(),
+                "cpu_percent": http_cpu,
+                "client_procs": http_procs,
+                "attempts": http_bind_attempts,
+                "identity": "system:kube-scheduler (scheduler-1)",
+                "request": "POST /api/v1/namespaces/NS/pods/NAME/binding (v1 Binding JSON), keep-alive HTTPS",
+                "to_grpc_ratio": round(http_rate / bind_rate, 3),
+            },
             "watch": watch,
+            "http_watch": http_watch,
+            "http_list": http_list,
             "environment": {
                 "python": platform.python_version(),
                 "grpcio": grpc.__version__,
@@ -611,6 +764,8 @@ def _busiest(cpu: dict[str, float], load_procs: int = 1) -> str:
 def rows(result: dict[str, Any]) -> list[Row]:
     ratio = result["bind_to_etcd_ratio"]
     p99 = result["watch_latency_ms_p99"]
+    http_p99 = result["http_watch_latency_ms_p99"]
+    http_ratio = result["http_binds_per_s"] / result["binds_per_s"] if result["binds_per_s"] else 0.0
     return [
         Row("etcd_txn_per_s", f"{result['etcd_txn_per_s']:.0f}"),
         Row("binds_per_s", f"{result['binds_per_s']:.0f}"),
@@ -627,6 +782,21 @@ def rows(result: dict[str, Any]) -> list[Row]:
             f"<= {TARGET_WATCH_P99_MS:g} ms",
             p99 <= TARGET_WATCH_P99_MS,
         ),
+        Row("http_binds_per_s", f"{result['http_binds_per_s']:.0f}"),
+        Row(
+            "http_binds_per_s / binds_per_s",
+            f"{http_ratio:.3f}",
+            f">= {TARGET_HTTP_TO_GRPC_BINDS}",
+            http_ratio >= TARGET_HTTP_TO_GRPC_BINDS,
+        ),
+        Row("http_watch_latency_ms_p50 (recv - send)", f"{result['http_watch_latency_ms_p50']:.2f}"),
+        Row(
+            "http_watch_latency_ms_p99 (recv - send)",
+            f"{http_p99:.2f}",
+            f"<= {TARGET_WATCH_P99_MS:g} ms",
+            http_p99 <= TARGET_WATCH_P99_MS,
+        ),
+        Row("http_list_ms_p50", f"{result['http_list_ms_p50']:.1f}"),
     ]
 
 
@@ -637,27 +807,36 @@ def print_report(result: dict[str, Any], as_json: bool, out: Any = None) -> None
         return
     print(format_table(rows(result)), file=out)
     details = result["details"]
-    w = details["watch"]
-    b = details["binds"]
     print(file=out)
+    for label, b in (("binds", details["binds"]), ("HTTP binds", details["http_binds"])):
+        print(
+            f"{label}: {b['ok']} ok, {b['failed']} failed {b['errors'] or ''} in {b['elapsed_s']} s; "
+            f"bind latency p50 {b['latency_ms_p50']} ms, p99 {b['latency_ms_p99']} ms",
+            file=out,
+        )
+    for label, w in (("watch", details["watch"]), ("HTTP watch", details["http_watch"])):
+        print(
+            f"{label}: {w['events_received']}/{w['events_expected']} events; "
+            f"from ack p50 {w['from_ack_ms_p50']} ms, "
+            f"p99 {w['from_ack_ms_p99']} ms; write ack p99 {w['write_ack_ms_p99']} ms; "
+            f"pacing late p99 {w['pacing_late_ms_p99']} ms",
+            file=out,
+        )
+    lst = details["http_list"]
     print(
-        f"binds: {b['ok']} ok, {b['failed']} failed {b['errors'] or ''} in {b['elapsed_s']} s; "
-        f"bind latency p50 {b['latency_ms_p50']} ms, p99 {b['latency_ms_p99']} ms",
+        f"HTTP list: {lst['items']} pods, {lst['repeats']} times; first {lst['first_ms']} ms, "
+        f"p50 {lst['ms_p50']} ms, max {lst['ms_max']} ms",
         file=out,
     )
-    print(
-        f"watch: {w['events_received']}/{w['events_expected']} events; "
-        f"from ack p50 {w['from_ack_ms_p50']} ms, "
-        f"p99 {w['from_ack_ms_p99']} ms; write ack p99 {w['write_ack_ms_p99']} ms; "
-        f"pacing late p99 {w['pacing_late_ms_p99']} ms",
-        file=out,
-    )
-    for phase, cpu in (
-        ("etcd", details["etcd"]["cpu_percent"]),
-        ("binds", b["cpu_percent"]),
-        ("watch", w["cpu_percent"]),
+    for phase, key in (
+        ("etcd", "etcd"),
+        ("binds", "binds"),
+        ("HTTP binds", "http_binds"),
+        ("watch", "watch"),
+        ("HTTP watch", "http_watch"),
+        ("HTTP list", "http_list"),
     ):
-        shown = ", ".join(f"{name} {value:g}" for name, value in cpu.items())
+        shown = ", ".join(f"{name} {value:g}" for name, value in details[key]["cpu_percent"].items())
         print(f"cpu % of one core during {phase} phase: {shown}", file=out)
     for note in details["notes"]:
         print(f"note: {note}", file=out)

@@ -20,13 +20,15 @@ class ApiServerBenchConfig:
     # process saturates a core is repeated with two, keeping the higher figure.
     client_procs: int | None = None
     value_size: int = 256  # bytes per etcd value in the CAS phase
+    list_pods: int = 5000  # pods in the namespace LISTed over HTTP (topped up past `pods`)
+    list_repeats: int = 10  # LISTs timed; http_list_ms_p50 is their median
     keep: bool = False  # keep the temp dir
 
     def __post_init__(self) -> None:
         for name in ("duration", "rate"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("pods", "inflight", "watchers", "nodes", "value_size"):
+        for name in ("pods", "inflight", "watchers", "nodes", "value_size", "list_pods", "list_repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.client_procs is not None and self.client_procs < 1:

@@ -20,7 +20,10 @@ from harness.bench.common import format_table
 
 pytestmark = pytest.mark.integration
 
-TINY = ["--duration", "1", "--pods", "200", "--inflight", "16", "--watchers", "2", "--rate", "100"]
+TINY = [
+    *("--duration", "1", "--pods", "200", "--inflight", "16", "--watchers", "2", "--rate", "100"),
+    *("--list-pods", "300", "--list-repeats", "2"),
+]
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -72,16 +75,20 @@ def check_contract(result: dict[str, object]) -> None:
         rel_tol=0.01,
     )
     assert result["watch_latency_ms_p99"] >= result["watch_latency_ms_p50"]  # type: ignore[operator]
+    assert result["http_watch_latency_ms_p99"] >= result["http_watch_latency_ms_p50"]  # type: ignore[operator]
     details = result["details"]
     assert isinstance(details, dict)
-    assert details["binds"]["ok"] == 200
-    for phase in ("etcd", "binds"):
+    assert details["binds"]["ok"] == details["http_binds"]["ok"] == 200
+    assert details["http_watch"]["events_received"] > 0
+    assert details["http_list"]["items"] == 300 and details["http_list"]["repeats"] == 2
+    for phase in ("etcd", "binds", "http_binds"):
         assert details[phase]["client_procs"] in (1, 2)
         assert details[phase]["cpu_percent"]["client"] > 0
     assert details["watch"]["events_received"] > 0
     # The table renders from the same object, with a verdict for each target.
     table = format_table(rows(result))
     assert "bind_to_etcd_ratio" in table and ("PASS" in table or "FAIL" in table)
+    assert "http_binds_per_s / binds_per_s" in table and "http_watch_latency_ms_p99" in table
 
 
 def test_bench_apiserver_json_contract(tmp_path: Path) -> None:
@@ -93,4 +100,5 @@ def test_bench_apiserver_two_client_processes(tmp_path: Path) -> None:
     check_contract(result)
     details = result["details"]
     assert details["config"]["client_procs"] == 2  # type: ignore[index]
-    assert details["etcd"]["client_procs"] == details["binds"]["client_procs"] == 2  # type: ignore[index]
+    for phase in ("etcd", "binds", "http_binds"):
+        assert details[phase]["client_procs"] == 2  # type: ignore[index]
