@@ -1,14 +1,14 @@
 """The security matrix (tests/fixtures/security_matrix.py) against one live API server, over both doors.
 
 Every row of the table is sent as every identity over gRPC and over HTTPS. A denied cell must come
-back PERMISSION_DENIED (gRPC) or 403 Forbidden (HTTPS), with upstream's message; an allowed cell
-must not be denied (it may still fail for another reason: a 404 for an object another row deleted,
-a 409 for one another row created). Then the TLS refusals: no certificate, one from a foreign CA,
-an expired one, a not-yet-valid one, and a serving certificate offered as a client certificate.
+back PERMISSION_DENIED (gRPC) or 403 Forbidden (HTTPS) with upstream's message; an allowed cell
+must succeed. Then node isolation spelled out, and the TLS refusals on both doors: no certificate,
+one from a foreign CA, an expired one, a not-yet-valid one, and serverAuth-only certificates offered
+as client certificates (each checked for the reason the server's TLS stack gives).
 
-One server serves the whole module (per xdist worker) to keep this suite to seconds; rows never
-depend on each other's effects: a row about a pod gets its own fresh pod, and every other row's
-answer (allowed or denied) depends only on its identity, verb, resource, namespace and name.
+One server serves the whole module (per xdist worker) to keep this suite to seconds. Rows never
+depend on each other's effects: each runs on an object of its own (`prepare`), and the few that
+must share one (a node's own Node or Lease, named by the rule) run in phases (`phase`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pytest
 
 from certs.layout import PKI, CertPaths
 from certs.pki import issue_leaf, load_ca, write_pair
-from kse.objects.kinds import BY_RESOURCE, Kind
+from kse.objects.kinds import BY_KIND, BY_RESOURCE, Kind
 from kse.objects.manifest import decode_object, to_dict
 from proto import kse_pb2 as pb
 from proto import kse_pb2_grpc as pbg
@@ -83,11 +83,8 @@ def manifest(resource: str, namespace: str, name: str, node: str = "") -> dict[s
 
 
 def to_object(obj: dict[str, Any]) -> pb.Object:
-    return decode_object(obj, BY_RESOURCE[_resource_of(obj)]).obj
-
-
-def _resource_of(obj: dict[str, Any]) -> str:
-    return next(k.resource for k in BY_RESOURCE.values() if k.kind == obj["kind"])
+    """The JSON form as the gRPC door's message (the same decoder the HTTP door uses)."""
+    return decode_object(obj, BY_KIND[obj["kind"]]).obj
 
 
 # ---------------------------------------------------------------- one request, either door
