@@ -49,8 +49,12 @@ class Request:
 
 
 def forbidden(req: Request, reason: str = "") -> Forbidden:
+    """Forbidden with kube-apiserver's text (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/
+    errors.go, `forbiddenMessage`): the object is named as the request's URL names it, so a create
+    (POST to the collection) names none, while a create of a subresource (pods/NAME/binding) does."""
     res = qualified_resource(req.kind)
-    subject = f'{res} "{req.name}"' if req.name else res
+    named = req.name and not (req.verb == "create" and not req.subresource)
+    subject = f'{res} "{req.name}"' if named else res
     where = f'in the namespace "{req.namespace}"' if req.namespace else "at the cluster scope"
     msg = (
         f'{subject} is forbidden: User "{req.ident.user}" cannot {req.verb} resource "{req.resource}" '

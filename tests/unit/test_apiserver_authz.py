@@ -152,6 +152,19 @@ def test_forbidden_message_shapes():
     assert str(e.value) == (
         'nodes is forbidden: User "someone" cannot list resource "nodes" in API group "" at the cluster scope'
     )
+    # A create is a POST to the collection: its URL names no object, so neither does the message...
+    with pytest.raises(Forbidden) as e:
+        authz.authorize(SCHED, "create", BY_RESOURCE["pods"], "", "default", "p")
+    assert str(e.value) == (
+        'pods is forbidden: User "system:kube-scheduler" cannot create resource "pods" in API group "" '
+        'in the namespace "default"'
+    )
+    # ...while a subresource create (POST pods/p/binding) names the pod.
+    with pytest.raises(Forbidden) as e:
+        authz.authorize(WORKLOAD, "create", BY_RESOURCE["pods"], "binding", "default", "p")
+    assert str(e.value).startswith(
+        'pods "p" is forbidden: User "kse:workload" cannot create resource "pods/binding"'
+    )
 
 
 def test_decisions_are_cached_per_identity_verb_resource_namespace():
