@@ -5,7 +5,7 @@ score weights as listed) minus the plugins kse does not implement. Exactly, in o
 
     SchedulingGates, PrioritySort, NodeUnschedulable, NodeName, TaintToleration (weight 3),
     NodeAffinity (2), NodePorts, NodeResourcesFit (1), PodTopologySpread (2),
-    InterPodAffinity (2) [only while the registry has it], NodeResourcesBalancedAllocation (1),
+    InterPodAffinity (2), NodeResourcesBalancedAllocation (1),
     ImageLocality (1), DefaultBinder
 
 Left out from upstream's list: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone
@@ -76,7 +76,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "VolumeZone": "kse does not emulate volumes",
     "DynamicResources": "kse does not emulate dynamic resource allocation",
     "DefaultPreemption": "kse does not implement preemption",
-    "InterPodAffinity": "not in this kse build's plugin registry",
     "GangScheduling": "kse does not implement alpha workload-aware (gang) scheduling",
     "PodGroupPodsCount": "kse does not implement alpha workload-aware (pod group) scheduling",
     "PlacementBinPacking": "kse does not implement alpha workload-aware (pod group) scheduling",

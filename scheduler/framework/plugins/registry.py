@@ -11,6 +11,7 @@ from scheduler.framework.interface import PluginFactory
 from scheduler.framework.plugins import (
     defaultbinder,
     imagelocality,
+    interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
@@ -34,5 +35,6 @@ REGISTRY: dict[str, PluginFactory] = {
     nodeaffinity.NAME: nodeaffinity.new,
     imagelocality.NAME: imagelocality.new,
     podtopologyspread.NAME: podtopologyspread.new,
+    interpodaffinity.NAME: interpodaffinity.new,
     defaultbinder.NAME: defaultbinder.new,
 }

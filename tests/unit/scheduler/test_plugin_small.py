@@ -264,6 +264,7 @@ def test_registry_builds_every_default_plugin() -> None:
         "NodeAffinity",
         "ImageLocality",
         "PodTopologySpread",
+        "InterPodAffinity",
         "DefaultBinder",
     }
     handle = FakeHandle()
