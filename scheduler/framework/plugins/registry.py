@@ -20,6 +20,7 @@ from scheduler.framework.plugins import (
     queuesort,
     schedulinggates,
     tainttoleration,
+    unsupportedfeatures,
 )
 from scheduler.framework.plugins.noderesources import balanced_allocation, fit
 
@@ -36,5 +37,6 @@ REGISTRY: dict[str, PluginFactory] = {
     imagelocality.NAME: imagelocality.new,
     podtopologyspread.NAME: podtopologyspread.new,
     interpodaffinity.NAME: interpodaffinity.new,
+    unsupportedfeatures.NAME: unsupportedfeatures.new,
     defaultbinder.NAME: defaultbinder.new,
 }

@@ -265,6 +265,7 @@ def test_registry_builds_every_default_plugin() -> None:
         "ImageLocality",
         "PodTopologySpread",
         "InterPodAffinity",
+        "UnsupportedFeatures",
         "DefaultBinder",
     }
     handle = FakeHandle()
