@@ -28,7 +28,8 @@ here kse.objects.podaffinity), so the scheduler reads only the label selector.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,6 +230,32 @@ def _add(counts: dict[TopologyPair, int], labels: Mapping[str, str], key: str, v
             counts[pair] = n
 
 
+class NodeMemo:
+    """Per-node results of a cycle's scan, reused by the next cycles while the node is unchanged.
+
+    Upstream scans every pod of the cluster in each PreFilter (on 16 goroutines). kse keeps,
+    per key (the incoming pod's terms, or its namespace and labels), each node's contribution
+    together with the NodeInfo's generation, which changes whenever a pod is added to or
+    removed from the node: consecutive pods of one workload share their key, so a cycle only
+    rescans the nodes that changed since (typically the one the previous pod was bound to).
+    The counts are those of the full scan. The last `max_keys` keys are kept.
+    """
+
+    def __init__(self, max_keys: int = 16) -> None:
+        self._tables: OrderedDict[Hashable, dict[str, tuple[int, Any]]] = OrderedDict()
+        self._max_keys = max_keys
+
+    def table(self, key: Hashable) -> dict[str, tuple[int, Any]]:
+        got = self._tables.get(key)
+        if got is None:
+            got = self._tables[key] = {}
+            if len(self._tables) > self._max_keys:
+                self._tables.popitem(last=False)
+        else:
+            self._tables.move_to_end(key)
+        return got
+
+
 # ----------------------------------------------------------------------------- state
 
 
@@ -242,6 +269,16 @@ class _PreFilterState:
     affinity_counts: dict[TopologyPair, int] = field(default_factory=dict)
     # existing pods matching one of the incoming pod's required anti-affinity terms
     anti_affinity_counts: dict[TopologyPair, int] = field(default_factory=dict)
+    # node name -> Filter verdict, while the counts do not change (the batch filter fills it,
+    # the scalar filter of the nodes it rejected reads it)
+    verdicts: dict[str, Status | None] = field(default_factory=dict)
+
+    def verdict(self, name: str, labels: Mapping[str, str]) -> Status | None:
+        try:
+            return self.verdicts[name]
+        except KeyError:
+            got = self.verdicts[name] = self.passes(labels)
+            return got
 
     def clone(self) -> _PreFilterState:
         return _PreFilterState(
@@ -254,6 +291,7 @@ class _PreFilterState:
 
     def update_with_pod(self, other: PodInfo, node_labels: Mapping[str, str], multiplier: int) -> None:
         """Upstream preFilterState.updateWithPod (preemption and nominated pods)."""
+        self.verdicts.clear()
         pod, labels = self.pod_info.pod, self.pod_info.labels
         for t in pod_terms(other).required_anti_affinity:
             if t.matches(pod, labels):
@@ -361,6 +399,24 @@ def _unsupported_namespace_selector(terms: PodTerms) -> str | None:
     return None
 
 
+def _existing_contribution(
+    ni: NodeInfo, pod: pb.Pod, labels: Mapping[str, str]
+) -> tuple[tuple[str, int], ...] | str:
+    """(topology key, matching terms) of the node's pods' required anti-affinity terms that match
+    the incoming pod, or the refusal when a term's namespaceSelector may select it."""
+    out: dict[str, int] = {}
+    for existing in ni.pods_with_required_anti_affinity:
+        for t in pod_terms(existing).required_anti_affinity:
+            if t.matches(pod, labels):
+                out[t.topology_key] = out.get(t.topology_key, 0) + 1
+            elif t.namespace_selector is not None and t.selector.matches(labels):
+                return (
+                    f"pod {existing.key} has a required anti-affinity term with a "
+                    f"namespaceSelector that may select this pod: " + NAMESPACE_SELECTOR_UNSUPPORTED
+                )
+    return tuple(out.items())
+
+
 class InterPodAffinity:
     def __init__(
         self,
@@ -369,6 +425,7 @@ class InterPodAffinity:
         ignore_preferred_terms_of_existing_pods: bool = False,
     ) -> None:
         self._handle = handle
+        self._memo = NodeMemo()
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
 
@@ -460,41 +517,64 @@ class InterPodAffinity:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [unsupported])
         lister = self._lister()
         s = _PreFilterState(terms, pod_info)
-        pod, labels = pod_info.pod, pod_info.labels
-        for ni in lister.have_pods_with_required_anti_affinity_list():
-            if ni.node is None:
-                continue
-            for existing in ni.pods_with_required_anti_affinity:
-                for t in pod_terms(existing).required_anti_affinity:
-                    if t.matches(pod, labels):
-                        _add(s.existing_anti_affinity_counts, ni.labels, t.topology_key, 1)
-                    elif t.namespace_selector is not None and t.selector.matches(labels):
-                        return None, Status(
-                            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                            [
-                                f"pod {existing.key} has a required anti-affinity term with a "
-                                f"namespaceSelector that may select this pod: "
-                                + NAMESPACE_SELECTOR_UNSUPPORTED
-                            ],
-                        )
+        refusal = self._count_existing_anti_affinity(
+            s, pod_info, lister.have_pods_with_required_anti_affinity_list()
+        )
+        if refusal is not None:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [refusal])
         affinity, anti = terms.required_affinity, terms.required_anti_affinity
         if affinity or anti:
-            for ni in nodes:
-                if ni.node is None or not ni.pods:
-                    continue
-                node_labels = ni.labels
-                for existing in ni.pods:
-                    ep, el = existing.pod, existing.labels
-                    if affinity and pod_matches_all_terms(affinity, ep, el):
-                        for t in affinity:
-                            _add(s.affinity_counts, node_labels, t.topology_key, 1)
-                    for t in anti:
-                        if t.matches(ep, el):
-                            _add(s.anti_affinity_counts, node_labels, t.topology_key, 1)
+            self._count_incoming(s, nodes)
         if not s.existing_anti_affinity_counts and not affinity and not anti:
             return None, Status(Code.SKIP)
         state.write(PRE_FILTER_STATE_KEY, s)
         return None, None
+
+    def _count_existing_anti_affinity(
+        self, s: _PreFilterState, pod_info: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> str | None:
+        """Existing pods' required anti-affinity terms that match the incoming pod, per topology
+        pair (upstream getExistingAntiAffinityCounts); or why kse cannot tell."""
+        pod, labels = pod_info.pod, pod_info.labels
+        table = self._memo.table(("existing", pod.metadata.namespace, frozenset(labels.items())))
+        for ni in nodes:
+            if ni.node is None:
+                continue
+            got = table.get(ni.name)
+            if got is None or got[0] != ni.generation:
+                got = table[ni.name] = (ni.generation, _existing_contribution(ni, pod, labels))
+            contribution = got[1]
+            if isinstance(contribution, str):
+                return contribution
+            for key, n in contribution:
+                _add(s.existing_anti_affinity_counts, ni.labels, key, n)
+        return None
+
+    def _count_incoming(self, s: _PreFilterState, nodes: Sequence[NodeInfo]) -> None:
+        """Existing pods matching all the incoming pod's affinity terms, and each of its
+        anti-affinity terms, per topology pair (upstream getIncomingAffinityAntiAffinityCounts)."""
+        affinity, anti = s.terms.required_affinity, s.terms.required_anti_affinity
+        table = self._memo.table(("incoming", affinity, anti))
+        for ni in nodes:
+            if ni.node is None or not ni.pods:
+                continue
+            got = table.get(ni.name)
+            if got is None or got[0] != ni.generation:
+                n_aff = (
+                    sum(1 for e in ni.pods if pod_matches_all_terms(affinity, e.pod, e.labels))
+                    if affinity
+                    else 0
+                )
+                n_anti = tuple(sum(1 for e in ni.pods if t.matches(e.pod, e.labels)) for t in anti)
+                got = table[ni.name] = (ni.generation, (n_aff, n_anti))
+            n_aff, n_anti = got[1]
+            node_labels = ni.labels
+            if n_aff:
+                for t in affinity:
+                    _add(s.affinity_counts, node_labels, t.topology_key, n_aff)
+            for t, n in zip(anti, n_anti, strict=True):
+                if n:
+                    _add(s.anti_affinity_counts, node_labels, t.topology_key, n)
 
     def pre_filter_extensions(self) -> InterPodAffinity:
         return self
@@ -532,7 +612,7 @@ class InterPodAffinity:
         s = self._filter_state(state)
         if isinstance(s, Status):
             return s
-        got = s.passes(node_info.labels)
+        got = s.verdict(node_info.name, node_info.labels)
         return None if got is None else Status(got.code, list(got.reasons))
 
     def filter_nodes(
@@ -542,9 +622,11 @@ class InterPodAffinity:
         if isinstance(s, Status):
             return np.zeros(len(indices), dtype=bool)  # the scalar filter reports the error
         infos = snapshot.node_info_list
-        passes = s.passes
+        verdict = s.verdict
         return np.fromiter(
-            (passes(infos[i].labels) is None for i in indices.tolist()), dtype=bool, count=len(indices)
+            (verdict(ni.name, ni.labels) is None for ni in map(infos.__getitem__, indices.tolist())),
+            dtype=bool,
+            count=len(indices),
         )
 
     # -- score
