@@ -256,6 +256,38 @@ class NodeMemo:
         return got
 
 
+class LabelIndex:
+    """Which nodes of a snapshot carry each label pair: key -> value -> indices into
+    `node_info_list`, for the batch Filter. Rebuilt only when some node's labels changed (a
+    NodeInfo's labels dict is replaced on every node update and shared by its clones, so
+    identity tells)."""
+
+    __slots__ = ("_labels", "by_pair", "n")
+
+    def __init__(self, infos: Sequence[NodeInfo]) -> None:
+        self._labels = [ni.labels for ni in infos]  # kept alive, so identities stay unique
+        self.n = len(infos)
+        by_pair: dict[str, dict[str, list[int]]] = {}
+        for i, labels in enumerate(self._labels):
+            for k, v in labels.items():
+                by_pair.setdefault(k, {}).setdefault(v, []).append(i)
+        self.by_pair = {
+            k: {v: np.array(ix, np.intp) for v, ix in vals.items()} for k, vals in by_pair.items()
+        }
+
+    def valid_for(self, infos: Sequence[NodeInfo]) -> bool:
+        return len(infos) == self.n and all(a is ni.labels for a, ni in zip(self._labels, infos, strict=True))
+
+    def nodes_with(self, key: str, value: str) -> npt.NDArray[np.intp] | None:
+        return self.by_pair.get(key, {}).get(value)
+
+    def has_key(self, key: str) -> npt.NDArray[np.bool_]:
+        mask = np.zeros(self.n, dtype=bool)
+        for ix in self.by_pair.get(key, {}).values():
+            mask[ix] = True
+        return mask
+
+
 # ----------------------------------------------------------------------------- state
 
 
@@ -272,6 +304,8 @@ class _PreFilterState:
     # node name -> Filter verdict, while the counts do not change (the batch filter fills it,
     # the scalar filter of the nodes it rejected reads it)
     verdicts: dict[str, Status | None] = field(default_factory=dict)
+    # pass mask over a snapshot's node_info_list (the snapshot's id, the mask), for the batch Filter
+    mask: tuple[int, npt.NDArray[np.bool_]] | None = None
 
     def verdict(self, name: str, labels: Mapping[str, str]) -> Status | None:
         try:
@@ -292,6 +326,7 @@ class _PreFilterState:
     def update_with_pod(self, other: PodInfo, node_labels: Mapping[str, str], multiplier: int) -> None:
         """Upstream preFilterState.updateWithPod (preemption and nominated pods)."""
         self.verdicts.clear()
+        self.mask = None
         pod, labels = self.pod_info.pod, self.pod_info.labels
         for t in pod_terms(other).required_anti_affinity:
             if t.matches(pod, labels):
@@ -302,6 +337,40 @@ class _PreFilterState:
         for t in self.terms.required_anti_affinity:
             if t.matches(other.pod, other.labels):
                 _add(self.anti_affinity_counts, node_labels, t.topology_key, multiplier)
+
+    def pass_mask(self, index: LabelIndex) -> npt.NDArray[np.bool_]:
+        """`passes(...) is None` for every node of the index, with array operations over the
+        nodes that carry the counted topology pairs."""
+        ok = np.ones(index.n, dtype=bool)
+        required = self.terms.required_affinity
+        if required:
+            has_all = np.ones(index.n, dtype=bool)
+            pods_exist = np.ones(index.n, dtype=bool)
+            for t in required:
+                has_all &= index.has_key(t.topology_key)
+                exist_t = np.zeros(index.n, dtype=bool)
+                for (k, v), n in self.affinity_counts.items():
+                    if k == t.topology_key and n > 0:
+                        ix = index.nodes_with(k, v)
+                        if ix is not None:
+                            exist_t[ix] = True
+                pods_exist &= exist_t
+            self_match = not self.affinity_counts and pod_matches_all_terms(
+                required, self.pod_info.pod, self.pod_info.labels
+            )
+            ok &= has_all & (pods_exist | self_match)
+        anti_keys = {t.topology_key for t in self.terms.required_anti_affinity}
+        for (k, v), n in self.anti_affinity_counts.items():
+            if n > 0 and k in anti_keys:
+                ix = index.nodes_with(k, v)
+                if ix is not None:
+                    ok[ix] = False
+        for (k, v), n in self.existing_anti_affinity_counts.items():
+            if n > 0:
+                ix = index.nodes_with(k, v)
+                if ix is not None:
+                    ok[ix] = False
+        return ok
 
     def passes(self, labels: Mapping[str, str]) -> Status | None:
         """Filter for a node with these labels (upstream satisfyPodAffinity, satisfyPodAntiAffinity,
@@ -426,6 +495,7 @@ class InterPodAffinity:
     ) -> None:
         self._handle = handle
         self._memo = NodeMemo()
+        self._index: LabelIndex | None = None
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
 
@@ -621,13 +691,15 @@ class InterPodAffinity:
         s = self._filter_state(state)
         if isinstance(s, Status):
             return np.zeros(len(indices), dtype=bool)  # the scalar filter reports the error
+        if s.mask is None or s.mask[0] != id(snapshot):
+            s.mask = (id(snapshot), s.pass_mask(self._label_index(snapshot)))
+        return s.mask[1][indices]
+
+    def _label_index(self, snapshot: Snapshot) -> LabelIndex:
         infos = snapshot.node_info_list
-        verdict = s.verdict
-        return np.fromiter(
-            (verdict(ni.name, ni.labels) is None for ni in map(infos.__getitem__, indices.tolist())),
-            dtype=bool,
-            count=len(indices),
-        )
+        if self._index is None or not self._index.valid_for(infos):
+            self._index = LabelIndex(infos)
+        return self._index
 
     # -- score
 
