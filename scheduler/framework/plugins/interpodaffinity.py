@@ -424,31 +424,6 @@ class _PreScoreState:
     def clone(self) -> _PreScoreState:
         return self
 
-    def process_term(
-        self,
-        term: AffinityTerm,
-        weight: int,
-        pod: pb.Pod,
-        labels: Mapping[str, str],
-        node_labels: Mapping[str, str],
-    ) -> None:
-        if term.matches(pod, labels):
-            tv = node_labels.get(term.topology_key)
-            if tv is not None:
-                values = self.topology_score.setdefault(term.topology_key, {})
-                values[tv] = values.get(tv, 0) + weight
-
-    def process_terms(
-        self,
-        terms: Sequence[WeightedAffinityTerm],
-        pod: pb.Pod,
-        labels: Mapping[str, str],
-        node_labels: Mapping[str, str],
-        multiplier: int,
-    ) -> None:
-        for w in terms:
-            self.process_term(w.term, w.weight * multiplier, pod, labels, node_labels)
-
     def score(self, labels: Mapping[str, str]) -> int:
         total = 0
         for key, values in self.topology_score.items():
@@ -483,6 +458,40 @@ def _existing_contribution(
                     f"pod {existing.key} has a required anti-affinity term with a "
                     f"namespaceSelector that may select this pod: " + NAMESPACE_SELECTOR_UNSUPPORTED
                 )
+    return tuple(out.items())
+
+
+def _incoming_score_contribution(ni: NodeInfo, terms: PodTerms) -> tuple[tuple[str, int], ...]:
+    """(topology key, summed weight) of the incoming pod's preferred terms over the node's pods
+    (upstream processExistingPod, its first two steps). A key with matches is listed even when
+    its weights cancel out: upstream then still has a score entry (no Skip)."""
+    out: dict[str, int] = {}
+    for existing in ni.pods:
+        ep, el = existing.pod, existing.labels
+        for sign, weighted in ((1, terms.preferred_affinity), (-1, terms.preferred_anti_affinity)):
+            for w in weighted:
+                if w.term.matches(ep, el):
+                    key = w.term.topology_key
+                    out[key] = out.get(key, 0) + sign * w.weight
+    return tuple(out.items())
+
+
+def _existing_score_contribution(
+    ni: NodeInfo, pod: pb.Pod, labels: Mapping[str, str], hard_weight: int
+) -> tuple[tuple[str, int], ...]:
+    """(topology key, summed weight) of the node's pods' terms towards the incoming pod: their
+    required affinity (hardPodAffinityWeight) and preferred terms (processExistingPod's rest)."""
+    out: dict[str, int] = {}
+    for existing in ni.pods_with_affinity:
+        et = pod_terms(existing)
+        weighted: list[tuple[AffinityTerm, int]] = []
+        if hard_weight > 0:
+            weighted += [(t, hard_weight) for t in et.required_affinity]
+        weighted += [(w.term, w.weight) for w in et.preferred_affinity]
+        weighted += [(w.term, -w.weight) for w in et.preferred_anti_affinity]
+        for t, weight in weighted:
+            if t.matches(pod, labels):
+                out[t.topology_key] = out.get(t.topology_key, 0) + weight
     return tuple(out.items())
 
 
@@ -721,23 +730,39 @@ class InterPodAffinity:
         s = _PreScoreState()
         pod, labels = pod_info.pod, pod_info.labels
         hard_weight = self.hard_pod_affinity_weight
+        incoming = (
+            self._memo.table(("score-incoming", terms.preferred_affinity, terms.preferred_anti_affinity))
+            if has_constraints
+            else None
+        )
+        existing = self._memo.table(
+            ("score-existing", hard_weight, pod.metadata.namespace, frozenset(labels.items()))
+        )
+        topology_score = s.topology_score
         for ni in all_nodes:
             node_labels = ni.labels
             if ni.node is None or not node_labels:
                 continue
-            for existing in ni.pods if has_constraints else ni.pods_with_affinity:
-                ep, el = existing.pod, existing.labels
-                if has_constraints:
-                    s.process_terms(terms.preferred_affinity, ep, el, node_labels, 1)
-                    s.process_terms(terms.preferred_anti_affinity, ep, el, node_labels, -1)
-                if not existing.has_affinity:
-                    continue
-                et = pod_terms(existing)
-                if hard_weight > 0:
-                    for t in et.required_affinity:
-                        s.process_term(t, hard_weight, pod, labels, node_labels)
-                s.process_terms(et.preferred_affinity, pod, labels, node_labels, 1)
-                s.process_terms(et.preferred_anti_affinity, pod, labels, node_labels, -1)
+            parts = []
+            if incoming is not None:
+                got = incoming.get(ni.name)
+                if got is None or got[0] != ni.generation:
+                    got = incoming[ni.name] = (ni.generation, _incoming_score_contribution(ni, terms))
+                parts.append(got[1])
+            if ni.pods_with_affinity:
+                got = existing.get(ni.name)
+                if got is None or got[0] != ni.generation:
+                    got = existing[ni.name] = (
+                        ni.generation,
+                        _existing_score_contribution(ni, pod, labels, hard_weight),
+                    )
+                parts.append(got[1])
+            for part in parts:
+                for key, weight in part:
+                    tv = node_labels.get(key)
+                    if tv is not None:
+                        values = topology_score.setdefault(key, {})
+                        values[tv] = values.get(tv, 0) + weight
         if not s.topology_score:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, s)

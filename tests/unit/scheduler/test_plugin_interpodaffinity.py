@@ -426,3 +426,31 @@ def test_match_label_keys_are_merged_on_create() -> None:
     q = pod("q", labels={"tenant": "t1"}, required=[(AFF, t2)])
     apply_match_label_keys(q)
     assert not q.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution[0].HasField("label_selector")
+
+
+def test_counts_follow_the_cluster_across_cycles() -> None:
+    """The per-node memo: one plugin instance over cycles, pods added to and removed from a node
+    in between (its generation changes), gives the counts of a fresh scan every time."""
+    nodes = [node("n1", zone="a"), node("n2", zone="b")]
+    snap = Snapshot.from_objects([], nodes)
+    pl = plugin(snap)
+    n1, n2 = snap.list()
+    anti = [(ANTI, term(sel(key="app", values=["db"]), ZONE))]
+    pref = [(AFF, 3, term(sel(key="app", values=["db"]), ZONE))]
+
+    def cycle(p: pb.Pod) -> tuple[list[bool], list[int] | None]:
+        state, pi = new_state(), PodInfo(p)
+        _, s = pl.pre_filter(state, pi, snap.list())
+        passed = [True, True] if s is not None else [pl.filter(state, pi, n) is None for n in (n1, n2)]
+        if s is None:
+            assert pl.filter_nodes(state, pi, snap, np.arange(2)).tolist() == passed
+        st = pl.pre_score(state, pi, snap.list())
+        scores = None if st is not None else [pl.score(state, pi, n)[0] for n in (n1, n2)]
+        return passed, scores
+
+    assert cycle(pod("p1", labels={"app": "web"}, required=anti, preferred=pref)) == ([True, True], None)
+    db = n1.add_pod(pod("db", "n1", {"app": "db"}))
+    assert cycle(pod("p2", labels={"app": "web"}, required=anti, preferred=pref)) == ([False, True], [3, 0])
+    n1.remove_pod(db)
+    n2.add_pod(pod("db2", "n2", {"app": "db"}))
+    assert cycle(pod("p3", labels={"app": "web"}, required=anti, preferred=pref)) == ([True, False], [0, 3])
