@@ -28,6 +28,7 @@ here kse.objects.podaffinity), so the scheduler reads only the label selector.
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -256,6 +257,9 @@ class NodeMemo:
         return got
 
 
+_LABELS_OF = operator.attrgetter("labels")
+
+
 class LabelIndex:
     """Which nodes of a snapshot carry each label pair: key -> value -> indices into
     `node_info_list`, for the batch Filter. Rebuilt only when some node's labels changed (a
@@ -276,7 +280,7 @@ class LabelIndex:
         }
 
     def valid_for(self, infos: Sequence[NodeInfo]) -> bool:
-        return len(infos) == self.n and all(a is ni.labels for a, ni in zip(self._labels, infos, strict=True))
+        return len(infos) == self.n and all(map(operator.is_, self._labels, map(_LABELS_OF, infos)))
 
     def nodes_with(self, key: str, value: str) -> npt.NDArray[np.intp] | None:
         return self.by_pair.get(key, {}).get(value)
@@ -360,16 +364,19 @@ class _PreFilterState:
             )
             ok &= has_all & (pods_exist | self_match)
         anti_keys = {t.topology_key for t in self.terms.required_anti_affinity}
-        for (k, v), n in self.anti_affinity_counts.items():
-            if n > 0 and k in anti_keys:
-                ix = index.nodes_with(k, v)
-                if ix is not None:
-                    ok[ix] = False
-        for (k, v), n in self.existing_anti_affinity_counts.items():
-            if n > 0:
-                ix = index.nodes_with(k, v)
-                if ix is not None:
-                    ok[ix] = False
+        by_pair = index.by_pair
+        blocked = [
+            ix
+            for (k, v), n in self.anti_affinity_counts.items()
+            if n > 0 and k in anti_keys and (ix := by_pair.get(k, {}).get(v)) is not None
+        ]
+        blocked += [
+            ix
+            for (k, v), n in self.existing_anti_affinity_counts.items()
+            if n > 0 and (ix := by_pair.get(k, {}).get(v)) is not None
+        ]
+        if blocked:
+            ok[np.concatenate(blocked)] = False
         return ok
 
     def passes(self, labels: Mapping[str, str]) -> Status | None:
@@ -443,10 +450,33 @@ def _unsupported_namespace_selector(terms: PodTerms) -> str | None:
     return None
 
 
-def _existing_contribution(
-    ni: NodeInfo, pod: pb.Pod, labels: Mapping[str, str]
-) -> tuple[tuple[str, int], ...] | str:
-    """(topology key, matching terms) of the node's pods' required anti-affinity terms that match
+_Pairs = tuple[tuple[TopologyPair, int], ...]
+
+
+def _pairs(node_labels: Mapping[str, str], by_key: Mapping[str, int]) -> _Pairs:
+    """The node's topology pairs for counts per topology key (keys the node lacks drop out)."""
+    return tuple(((k, node_labels[k]), n) for k, n in by_key.items() if n and k in node_labels)
+
+
+def _incoming_contribution(
+    ni: NodeInfo, affinity: Sequence[AffinityTerm], anti: Sequence[AffinityTerm]
+) -> tuple[_Pairs, _Pairs]:
+    """The node's share of the incoming pod's counts: per topology pair, its pods matching all
+    affinity terms, and its pods matching each anti-affinity term."""
+    aff: dict[str, int] = {}
+    if affinity:
+        n = sum(1 for e in ni.pods if pod_matches_all_terms(affinity, e.pod, e.labels))
+        for t in affinity:
+            aff[t.topology_key] = aff.get(t.topology_key, 0) + n
+    anti_by_key: dict[str, int] = {}
+    for t in anti:
+        n = sum(1 for e in ni.pods if t.matches(e.pod, e.labels))
+        anti_by_key[t.topology_key] = anti_by_key.get(t.topology_key, 0) + n
+    return _pairs(ni.labels, aff), _pairs(ni.labels, anti_by_key)
+
+
+def _existing_contribution(ni: NodeInfo, pod: pb.Pod, labels: Mapping[str, str]) -> _Pairs | str:
+    """(topology pair, matching terms) of the node's pods' required anti-affinity terms that match
     the incoming pod, or the refusal when a term's namespaceSelector may select it."""
     out: dict[str, int] = {}
     for existing in ni.pods_with_required_anti_affinity:
@@ -458,7 +488,7 @@ def _existing_contribution(
                     f"pod {existing.key} has a required anti-affinity term with a "
                     f"namespaceSelector that may select this pod: " + NAMESPACE_SELECTOR_UNSUPPORTED
                 )
-    return tuple(out.items())
+    return _pairs(ni.labels, out)
 
 
 def _incoming_score_contribution(ni: NodeInfo, terms: PodTerms) -> tuple[tuple[str, int], ...]:
@@ -616,6 +646,7 @@ class InterPodAffinity:
         pair (upstream getExistingAntiAffinityCounts); or why kse cannot tell."""
         pod, labels = pod_info.pod, pod_info.labels
         table = self._memo.table(("existing", pod.metadata.namespace, frozenset(labels.items())))
+        counts = s.existing_anti_affinity_counts
         for ni in nodes:
             if ni.node is None:
                 continue
@@ -625,35 +656,35 @@ class InterPodAffinity:
             contribution = got[1]
             if isinstance(contribution, str):
                 return contribution
-            for key, n in contribution:
-                _add(s.existing_anti_affinity_counts, ni.labels, key, n)
+            for pair, n in contribution:
+                counts[pair] = counts.get(pair, 0) + n
         return None
+
+    def _nodes_with_pods(self, nodes: Sequence[NodeInfo]) -> Iterable[NodeInfo]:
+        """The nodes that have pods: from the snapshot's pod-count array when `nodes` are the
+        snapshot's own (the cache keeps the array in step), else by looking."""
+        lister = self._lister()
+        if nodes is lister.list():
+            return map(nodes.__getitem__, np.flatnonzero(lister.arrays().pod_count).tolist())
+        return (ni for ni in nodes if ni.pods)
 
     def _count_incoming(self, s: _PreFilterState, nodes: Sequence[NodeInfo]) -> None:
         """Existing pods matching all the incoming pod's affinity terms, and each of its
         anti-affinity terms, per topology pair (upstream getIncomingAffinityAntiAffinityCounts)."""
         affinity, anti = s.terms.required_affinity, s.terms.required_anti_affinity
         table = self._memo.table(("incoming", affinity, anti))
-        for ni in nodes:
-            if ni.node is None or not ni.pods:
+        aff_counts, anti_counts = s.affinity_counts, s.anti_affinity_counts
+        for ni in self._nodes_with_pods(nodes):
+            if ni.node is None:
                 continue
             got = table.get(ni.name)
             if got is None or got[0] != ni.generation:
-                n_aff = (
-                    sum(1 for e in ni.pods if pod_matches_all_terms(affinity, e.pod, e.labels))
-                    if affinity
-                    else 0
-                )
-                n_anti = tuple(sum(1 for e in ni.pods if t.matches(e.pod, e.labels)) for t in anti)
-                got = table[ni.name] = (ni.generation, (n_aff, n_anti))
-            n_aff, n_anti = got[1]
-            node_labels = ni.labels
-            if n_aff:
-                for t in affinity:
-                    _add(s.affinity_counts, node_labels, t.topology_key, n_aff)
-            for t, n in zip(anti, n_anti, strict=True):
-                if n:
-                    _add(s.anti_affinity_counts, node_labels, t.topology_key, n)
+                got = table[ni.name] = (ni.generation, _incoming_contribution(ni, affinity, anti))
+            aff_pairs, anti_pairs = got[1]
+            for pair, n in aff_pairs:
+                aff_counts[pair] = aff_counts.get(pair, 0) + n
+            for pair, n in anti_pairs:
+                anti_counts[pair] = anti_counts.get(pair, 0) + n
 
     def pre_filter_extensions(self) -> InterPodAffinity:
         return self

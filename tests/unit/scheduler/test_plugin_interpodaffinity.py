@@ -430,7 +430,8 @@ def test_match_label_keys_are_merged_on_create() -> None:
 
 def test_counts_follow_the_cluster_across_cycles() -> None:
     """The per-node memo: one plugin instance over cycles, pods added to and removed from a node
-    in between (its generation changes), gives the counts of a fresh scan every time."""
+    in between (its generation changes, the snapshot is refreshed as the cache does), gives the
+    counts of a fresh scan every time."""
     nodes = [node("n1", zone="a"), node("n2", zone="b")]
     snap = Snapshot.from_objects([], nodes)
     pl = plugin(snap)
@@ -450,7 +451,10 @@ def test_counts_follow_the_cluster_across_cycles() -> None:
 
     assert cycle(pod("p1", labels={"app": "web"}, required=anti, preferred=pref)) == ([True, True], None)
     db = n1.add_pod(pod("db", "n1", {"app": "db"}))
+    snap.refresh(0)  # as the cache does after changing a NodeInfo in place
     assert cycle(pod("p2", labels={"app": "web"}, required=anti, preferred=pref)) == ([False, True], [3, 0])
     n1.remove_pod(db)
     n2.add_pod(pod("db2", "n2", {"app": "db"}))
+    snap.refresh(0)
+    snap.refresh(1)
     assert cycle(pod("p3", labels={"app": "web"}, required=anti, preferred=pref)) == ([True, False], [0, 3])
