@@ -32,7 +32,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -255,6 +255,55 @@ class NodeMemo:
         else:
             self._tables.move_to_end(key)
         return got
+
+
+class Aggregate:
+    """The sum over a snapshot's nodes of per-node contributions (pair -> amount), kept up to
+    date incrementally: a later cycle over the same node list recomputes only the nodes whose
+    generation is newer than any seen before (the cache copies a changed node into the snapshot
+    with its new, ever increasing generation; adding or removing a node rebuilds the list, which
+    is then summed afresh). `refs` counts the contributing nodes of each pair, so a pair stays
+    listed while any node contributes to it, even with a zero sum (upstream keeps such score
+    entries)."""
+
+    __slots__ = ("_contrib", "_generation", "_len", "_nodes", "refs", "sums")
+
+    def __init__(self) -> None:
+        self._nodes: list[NodeInfo] | None = None
+        self._len = 0
+        self._generation = -1
+        self._contrib: dict[str, tuple[tuple[Hashable, int], ...]] = {}
+        self.sums: dict[Hashable, int] = {}
+        self.refs: dict[Hashable, int] = {}
+
+    def update(
+        self, nodes: list[NodeInfo], compute: Callable[[NodeInfo], tuple[tuple[Hashable, int], ...]]
+    ) -> None:
+        if nodes is not self._nodes or len(nodes) != self._len:
+            self._nodes, self._len, self._generation = nodes, len(nodes), -1
+            self._contrib, self.sums, self.refs = {}, {}, {}
+            changed: Iterable[NodeInfo] = nodes
+        else:
+            last = self._generation
+            changed = [ni for ni in nodes if ni.generation > last]
+        sums, refs, contrib = self.sums, self.refs, self._contrib
+        newest = self._generation
+        for ni in changed:
+            newest = max(newest, ni.generation)
+            for pair, n in contrib.pop(ni.name, ()):
+                left = refs[pair] - 1
+                if left:
+                    refs[pair] = left
+                    sums[pair] -= n
+                else:
+                    del refs[pair], sums[pair]
+            new = compute(ni) if ni.node is not None else ()
+            if new:
+                contrib[ni.name] = new
+                for pair, n in new:
+                    sums[pair] = sums.get(pair, 0) + n
+                    refs[pair] = refs.get(pair, 0) + 1
+        self._generation = newest
 
 
 _LABELS_OF = operator.attrgetter("labels")
@@ -506,6 +555,13 @@ def _incoming_score_contribution(ni: NodeInfo, terms: PodTerms) -> tuple[tuple[s
     return tuple(out.items())
 
 
+def _resolved(ni: NodeInfo, by_key: tuple[tuple[str, int], ...]) -> tuple[tuple[Hashable, int], ...]:
+    """Per topology key amounts as the node's (key, value) pairs; keys the node lacks drop out
+    (a zero amount stays: a match happened)."""
+    node_labels = ni.labels
+    return tuple(((k, node_labels[k]), n) for k, n in by_key if k in node_labels)
+
+
 def _existing_score_contribution(
     ni: NodeInfo, pod: pb.Pod, labels: Mapping[str, str], hard_weight: int
 ) -> tuple[tuple[str, int], ...]:
@@ -534,6 +590,7 @@ class InterPodAffinity:
     ) -> None:
         self._handle = handle
         self._memo = NodeMemo()
+        self._aggregates: OrderedDict[Hashable, Aggregate] = OrderedDict()
         self._index: LabelIndex | None = None
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
@@ -660,6 +717,17 @@ class InterPodAffinity:
                 counts[pair] = counts.get(pair, 0) + n
         return None
 
+    def _aggregate(self, key: Hashable) -> Aggregate:
+        """The Aggregate of a key (the last 16 keys are kept)."""
+        got = self._aggregates.get(key)
+        if got is None:
+            got = self._aggregates[key] = Aggregate()
+            if len(self._aggregates) > 16:
+                self._aggregates.popitem(last=False)
+        else:
+            self._aggregates.move_to_end(key)
+        return got
+
     def _nodes_with_pods(self, nodes: Sequence[NodeInfo]) -> Iterable[NodeInfo]:
         """The nodes that have pods: from the snapshot's pod-count array when `nodes` are the
         snapshot's own (the cache keeps the array in step), else by looking."""
@@ -672,8 +740,23 @@ class InterPodAffinity:
         """Existing pods matching all the incoming pod's affinity terms, and each of its
         anti-affinity terms, per topology pair (upstream getIncomingAffinityAntiAffinityCounts)."""
         affinity, anti = s.terms.required_affinity, s.terms.required_anti_affinity
-        table = self._memo.table(("incoming", affinity, anti))
         aff_counts, anti_counts = s.affinity_counts, s.anti_affinity_counts
+        snapshot_nodes = self._lister().list()
+        if nodes is snapshot_nodes:
+            agg = self._aggregate(("incoming", affinity, anti))
+
+            def tagged(ni: NodeInfo) -> tuple[tuple[Hashable, int], ...]:
+                if not ni.pods:
+                    return ()
+                aff_pairs, anti_pairs = _incoming_contribution(ni, affinity, anti)
+                return tuple(((0, p), n) for p, n in aff_pairs) + tuple(((1, p), n) for p, n in anti_pairs)
+
+            agg.update(snapshot_nodes, tagged)
+            for tagged_pair, n in agg.sums.items():
+                tag, pair = cast(tuple[int, TopologyPair], tagged_pair)
+                (aff_counts if tag == 0 else anti_counts)[pair] = n
+            return
+        table = self._memo.table(("incoming", affinity, anti))
         for ni in self._nodes_with_pods(nodes):
             if ni.node is None:
                 continue
@@ -755,45 +838,35 @@ class InterPodAffinity:
         unsupported = _unsupported_namespace_selector(terms)
         if unsupported is not None:
             return as_status(ValueError(unsupported))
-        lister = self._lister()
-        # Unless the pod has preferred terms, only pods with affinity can contribute.
-        all_nodes = lister.list() if has_constraints else lister.have_pods_with_affinity_list()
         s = _PreScoreState()
         pod, labels = pod_info.pod, pod_info.labels
         hard_weight = self.hard_pod_affinity_weight
-        incoming = (
-            self._memo.table(("score-incoming", terms.preferred_affinity, terms.preferred_anti_affinity))
-            if has_constraints
-            else None
-        )
-        existing = self._memo.table(
+        all_nodes = self._lister().list()
+        aggregates = []
+        if has_constraints:
+            # the incoming pod's preferred terms over every pod
+            agg = self._aggregate(("score-incoming", terms.preferred_affinity, terms.preferred_anti_affinity))
+            agg.update(all_nodes, lambda ni: _resolved(ni, _incoming_score_contribution(ni, terms)))
+            aggregates.append(agg)
+        # existing pods' terms towards the incoming pod (only pods with affinity have any)
+        agg = self._aggregate(
             ("score-existing", hard_weight, pod.metadata.namespace, frozenset(labels.items()))
         )
+        agg.update(
+            all_nodes,
+            lambda ni: (
+                _resolved(ni, _existing_score_contribution(ni, pod, labels, hard_weight))
+                if ni.pods_with_affinity
+                else ()
+            ),
+        )
+        aggregates.append(agg)
         topology_score = s.topology_score
-        for ni in all_nodes:
-            node_labels = ni.labels
-            if ni.node is None or not node_labels:
-                continue
-            parts = []
-            if incoming is not None:
-                got = incoming.get(ni.name)
-                if got is None or got[0] != ni.generation:
-                    got = incoming[ni.name] = (ni.generation, _incoming_score_contribution(ni, terms))
-                parts.append(got[1])
-            if ni.pods_with_affinity:
-                got = existing.get(ni.name)
-                if got is None or got[0] != ni.generation:
-                    got = existing[ni.name] = (
-                        ni.generation,
-                        _existing_score_contribution(ni, pod, labels, hard_weight),
-                    )
-                parts.append(got[1])
-            for part in parts:
-                for key, weight in part:
-                    tv = node_labels.get(key)
-                    if tv is not None:
-                        values = topology_score.setdefault(key, {})
-                        values[tv] = values.get(tv, 0) + weight
+        for agg in aggregates:
+            for pair_, weight in agg.sums.items():
+                key, tv = cast(TopologyPair, pair_)
+                values = topology_score.setdefault(key, {})
+                values[tv] = values.get(tv, 0) + weight
         if not s.topology_score:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_STATE_KEY, s)
