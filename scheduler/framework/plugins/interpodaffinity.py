@@ -892,6 +892,18 @@ class InterPodAffinity:
         s = self._score_state(state)
         if isinstance(s, Status):
             raise RuntimeError(s.message())  # the engine falls back to the scalar Score
+        entries = sum(len(values) for values in s.topology_score.values())
+        if entries * 4 < len(indices):
+            # few scored domains (e.g. zones): add each domain's score to its nodes at once
+            index = self._label_index(snapshot)
+            full = np.zeros(index.n, dtype=np.int64)
+            for key, values in s.topology_score.items():
+                by_value = index.by_pair.get(key, {})
+                for tv, weight in values.items():
+                    ix = by_value.get(tv)
+                    if ix is not None and weight:
+                        full[ix] += weight
+            return full[indices]
         infos = snapshot.node_info_list
         score = s.score
         return np.fromiter(
