@@ -24,6 +24,14 @@ refuses the incoming pod the same way: kse cannot tell whether the constraint ap
 matchLabelKeys / mismatchLabelKeys are merged into the labelSelector by the API server when the
 pod is created (upstream pkg/registry/core/pod/strategy.go applyMatchLabelKeysAndMismatchLabelKeys;
 here kse.objects.podaffinity), so the scheduler reads only the label selector.
+
+Performance (upstream scans every pod in PreFilter and PreScore, on 16 goroutines): the counts
+are the same, but kept from cycle to cycle. Each sum (`Aggregate`, keyed by the incoming pod's
+terms, or by its namespace and labels for the existing pods' terms) recomputes only the nodes
+whose generation changed since the previous cycle; a pod without any affinity, with no pod with
+required anti-affinity around, is skipped in O(1). The batch Filter is a mask over the nodes of
+the counted topology pairs (`LabelIndex`), and the batch Score adds each scored domain's weight to
+its nodes at once.
 """
 
 from __future__ import annotations
