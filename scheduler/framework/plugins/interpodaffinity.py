@@ -849,31 +849,45 @@ class InterPodAffinity:
         s = _PreScoreState()
         pod, labels = pod_info.pod, pod_info.labels
         hard_weight = self.hard_pod_affinity_weight
-        all_nodes = self._lister().list()
-        aggregates = []
+        lister = self._lister()
+        with_affinity = lister.have_pods_with_affinity_list()
+        if not has_constraints and not with_affinity:
+            return Status(Code.SKIP)  # no pod could contribute
+        all_nodes = lister.list()
+        sums: list[Mapping[Hashable, int]] = []
         if has_constraints:
             # the incoming pod's preferred terms over every pod
             agg = self._aggregate(("score-incoming", terms.preferred_affinity, terms.preferred_anti_affinity))
             agg.update(all_nodes, lambda ni: _resolved(ni, _incoming_score_contribution(ni, terms)))
-            aggregates.append(agg)
+            sums.append(agg.sums)
+
         # existing pods' terms towards the incoming pod (only pods with affinity have any)
-        agg = self._aggregate(
-            ("score-existing", hard_weight, pod.metadata.namespace, frozenset(labels.items()))
-        )
-        agg.update(
-            all_nodes,
-            lambda ni: (
-                _resolved(ni, _existing_score_contribution(ni, pod, labels, hard_weight))
-                if ni.pods_with_affinity
-                else ()
-            ),
-        )
-        aggregates.append(agg)
+        def existing(ni: NodeInfo) -> tuple[tuple[Hashable, int], ...]:
+            if not ni.pods_with_affinity:
+                return ()
+            return _resolved(ni, _existing_score_contribution(ni, pod, labels, hard_weight))
+
+        key = ("score-existing", hard_weight, pod.metadata.namespace, frozenset(labels.items()))
+        if len(with_affinity) * 4 > len(all_nodes):
+            agg = self._aggregate(key)
+            agg.update(all_nodes, existing)
+            sums.append(agg.sums)
+        else:
+            # few nodes with such pods: sum them (each node's share memoized)
+            table = self._memo.table(key)
+            few: dict[Hashable, int] = {}
+            for ni in with_affinity:
+                got = table.get(ni.name)
+                if got is None or got[0] != ni.generation:
+                    got = table[ni.name] = (ni.generation, existing(ni))
+                for pair, n in got[1]:
+                    few[pair] = few.get(pair, 0) + n
+            sums.append(few)
         topology_score = s.topology_score
-        for agg in aggregates:
-            for pair_, weight in agg.sums.items():
-                key, tv = cast(TopologyPair, pair_)
-                values = topology_score.setdefault(key, {})
+        for part in sums:
+            for pair_, weight in part.items():
+                tk, tv = cast(TopologyPair, pair_)
+                values = topology_score.setdefault(tk, {})
                 values[tv] = values.get(tv, 0) + weight
         if not s.topology_score:
             return Status(Code.SKIP)
