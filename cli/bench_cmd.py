@@ -144,6 +144,9 @@ def _add_throughput(sub: SubParsers) -> None:
 
 def _run_throughput(args: argparse.Namespace) -> int:
     if args.e2e:
+        if args.workload != "basic":
+            print("kse bench throughput: --workload is in-process only (not with --e2e)", file=sys.stderr)
+            return 2
         from harness.bench.scheduler_e2e import run_e2e
 
         return run_e2e(args)

@@ -137,8 +137,16 @@ class ObjectReference(_message.Message):
     field_path: str
     def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., api_version: _Optional[str] = ..., resource_version: _Optional[str] = ..., field_path: _Optional[str] = ...) -> None: ...
 
+class ResourceClaim(_message.Message):
+    __slots__ = ("name", "request")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    request: str
+    def __init__(self, name: _Optional[str] = ..., request: _Optional[str] = ...) -> None: ...
+
 class ResourceRequirements(_message.Message):
-    __slots__ = ("limits", "requests")
+    __slots__ = ("limits", "requests", "claims")
     class LimitsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -155,9 +163,11 @@ class ResourceRequirements(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
     limits: _containers.ScalarMap[str, str]
     requests: _containers.ScalarMap[str, str]
-    def __init__(self, limits: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    claims: _containers.RepeatedCompositeFieldContainer[ResourceClaim]
+    def __init__(self, limits: _Optional[_Mapping[str, str]] = ..., requests: _Optional[_Mapping[str, str]] = ..., claims: _Optional[_Iterable[_Union[ResourceClaim, _Mapping]]] = ...) -> None: ...
 
 class ContainerPort(_message.Message):
     __slots__ = ("name", "host_port", "container_port", "protocol", "host_ip")
@@ -325,8 +335,227 @@ class PodSchedulingGate(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class PersistentVolumeClaimVolumeSource(_message.Message):
+    __slots__ = ("claim_name", "read_only")
+    CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    claim_name: str
+    read_only: bool
+    def __init__(self, claim_name: _Optional[str] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class PersistentVolumeClaimSpec(_message.Message):
+    __slots__ = ("access_modes", "storage_class_name", "resources", "volume_mode", "volume_name", "selector")
+    ACCESS_MODES_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_MODE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_NAME_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    access_modes: _containers.RepeatedScalarFieldContainer[str]
+    storage_class_name: str
+    resources: ResourceRequirements
+    volume_mode: str
+    volume_name: str
+    selector: LabelSelector
+    def __init__(self, access_modes: _Optional[_Iterable[str]] = ..., storage_class_name: _Optional[str] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., volume_mode: _Optional[str] = ..., volume_name: _Optional[str] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ...) -> None: ...
+
+class PersistentVolumeClaimTemplate(_message.Message):
+    __slots__ = ("metadata", "spec")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    spec: PersistentVolumeClaimSpec
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PersistentVolumeClaimSpec, _Mapping]] = ...) -> None: ...
+
+class EphemeralVolumeSource(_message.Message):
+    __slots__ = ("volume_claim_template",)
+    VOLUME_CLAIM_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    volume_claim_template: PersistentVolumeClaimTemplate
+    def __init__(self, volume_claim_template: _Optional[_Union[PersistentVolumeClaimTemplate, _Mapping]] = ...) -> None: ...
+
+class EmptyDirVolumeSource(_message.Message):
+    __slots__ = ("medium", "size_limit")
+    MEDIUM_FIELD_NUMBER: _ClassVar[int]
+    SIZE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    medium: str
+    size_limit: str
+    def __init__(self, medium: _Optional[str] = ..., size_limit: _Optional[str] = ...) -> None: ...
+
+class ConfigMapVolumeSource(_message.Message):
+    __slots__ = ("name", "default_mode", "optional")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default_mode: int
+    optional: bool
+    def __init__(self, name: _Optional[str] = ..., default_mode: _Optional[int] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class SecretVolumeSource(_message.Message):
+    __slots__ = ("secret_name", "default_mode", "optional")
+    SECRET_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONAL_FIELD_NUMBER: _ClassVar[int]
+    secret_name: str
+    default_mode: int
+    optional: bool
+    def __init__(self, secret_name: _Optional[str] = ..., default_mode: _Optional[int] = ..., optional: _Optional[bool] = ...) -> None: ...
+
+class HostPathVolumeSource(_message.Message):
+    __slots__ = ("path", "type")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    type: str
+    def __init__(self, path: _Optional[str] = ..., type: _Optional[str] = ...) -> None: ...
+
+class DownwardAPIVolumeSource(_message.Message):
+    __slots__ = ("default_mode",)
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    default_mode: int
+    def __init__(self, default_mode: _Optional[int] = ...) -> None: ...
+
+class ProjectedVolumeSource(_message.Message):
+    __slots__ = ("default_mode",)
+    DEFAULT_MODE_FIELD_NUMBER: _ClassVar[int]
+    default_mode: int
+    def __init__(self, default_mode: _Optional[int] = ...) -> None: ...
+
+class CSIVolumeSource(_message.Message):
+    __slots__ = ("driver", "read_only", "fs_type", "volume_attributes")
+    class VolumeAttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    FS_TYPE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    driver: str
+    read_only: bool
+    fs_type: str
+    volume_attributes: _containers.ScalarMap[str, str]
+    def __init__(self, driver: _Optional[str] = ..., read_only: _Optional[bool] = ..., fs_type: _Optional[str] = ..., volume_attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class NFSVolumeSource(_message.Message):
+    __slots__ = ("server", "path", "read_only")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    path: str
+    read_only: bool
+    def __init__(self, server: _Optional[str] = ..., path: _Optional[str] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class GCEPersistentDiskVolumeSource(_message.Message):
+    __slots__ = ("pd_name", "fs_type", "partition", "read_only")
+    PD_NAME_FIELD_NUMBER: _ClassVar[int]
+    FS_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    pd_name: str
+    fs_type: str
+    partition: int
+    read_only: bool
+    def __init__(self, pd_name: _Optional[str] = ..., fs_type: _Optional[str] = ..., partition: _Optional[int] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class AWSElasticBlockStoreVolumeSource(_message.Message):
+    __slots__ = ("volume_id", "fs_type", "partition", "read_only")
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    FS_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    fs_type: str
+    partition: int
+    read_only: bool
+    def __init__(self, volume_id: _Optional[str] = ..., fs_type: _Optional[str] = ..., partition: _Optional[int] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class RBDVolumeSource(_message.Message):
+    __slots__ = ("monitors", "image", "fs_type", "pool", "read_only")
+    MONITORS_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    FS_TYPE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    monitors: _containers.RepeatedScalarFieldContainer[str]
+    image: str
+    fs_type: str
+    pool: str
+    read_only: bool
+    def __init__(self, monitors: _Optional[_Iterable[str]] = ..., image: _Optional[str] = ..., fs_type: _Optional[str] = ..., pool: _Optional[str] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class ISCSIVolumeSource(_message.Message):
+    __slots__ = ("target_portal", "iqn", "lun", "read_only")
+    TARGET_PORTAL_FIELD_NUMBER: _ClassVar[int]
+    IQN_FIELD_NUMBER: _ClassVar[int]
+    LUN_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    target_portal: str
+    iqn: str
+    lun: int
+    read_only: bool
+    def __init__(self, target_portal: _Optional[str] = ..., iqn: _Optional[str] = ..., lun: _Optional[int] = ..., read_only: _Optional[bool] = ...) -> None: ...
+
+class ImageVolumeSource(_message.Message):
+    __slots__ = ("reference", "pull_policy")
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    PULL_POLICY_FIELD_NUMBER: _ClassVar[int]
+    reference: str
+    pull_policy: str
+    def __init__(self, reference: _Optional[str] = ..., pull_policy: _Optional[str] = ...) -> None: ...
+
+class Volume(_message.Message):
+    __slots__ = ("name", "host_path", "empty_dir", "gce_persistent_disk", "aws_elastic_block_store", "secret", "nfs", "iscsi", "persistent_volume_claim", "rbd", "downward_api", "config_map", "projected", "csi", "ephemeral", "image")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_PATH_FIELD_NUMBER: _ClassVar[int]
+    EMPTY_DIR_FIELD_NUMBER: _ClassVar[int]
+    GCE_PERSISTENT_DISK_FIELD_NUMBER: _ClassVar[int]
+    AWS_ELASTIC_BLOCK_STORE_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    NFS_FIELD_NUMBER: _ClassVar[int]
+    ISCSI_FIELD_NUMBER: _ClassVar[int]
+    PERSISTENT_VOLUME_CLAIM_FIELD_NUMBER: _ClassVar[int]
+    RBD_FIELD_NUMBER: _ClassVar[int]
+    DOWNWARD_API_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_MAP_FIELD_NUMBER: _ClassVar[int]
+    PROJECTED_FIELD_NUMBER: _ClassVar[int]
+    CSI_FIELD_NUMBER: _ClassVar[int]
+    EPHEMERAL_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host_path: HostPathVolumeSource
+    empty_dir: EmptyDirVolumeSource
+    gce_persistent_disk: GCEPersistentDiskVolumeSource
+    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource
+    secret: SecretVolumeSource
+    nfs: NFSVolumeSource
+    iscsi: ISCSIVolumeSource
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource
+    rbd: RBDVolumeSource
+    downward_api: DownwardAPIVolumeSource
+    config_map: ConfigMapVolumeSource
+    projected: ProjectedVolumeSource
+    csi: CSIVolumeSource
+    ephemeral: EphemeralVolumeSource
+    image: ImageVolumeSource
+    def __init__(self, name: _Optional[str] = ..., host_path: _Optional[_Union[HostPathVolumeSource, _Mapping]] = ..., empty_dir: _Optional[_Union[EmptyDirVolumeSource, _Mapping]] = ..., gce_persistent_disk: _Optional[_Union[GCEPersistentDiskVolumeSource, _Mapping]] = ..., aws_elastic_block_store: _Optional[_Union[AWSElasticBlockStoreVolumeSource, _Mapping]] = ..., secret: _Optional[_Union[SecretVolumeSource, _Mapping]] = ..., nfs: _Optional[_Union[NFSVolumeSource, _Mapping]] = ..., iscsi: _Optional[_Union[ISCSIVolumeSource, _Mapping]] = ..., persistent_volume_claim: _Optional[_Union[PersistentVolumeClaimVolumeSource, _Mapping]] = ..., rbd: _Optional[_Union[RBDVolumeSource, _Mapping]] = ..., downward_api: _Optional[_Union[DownwardAPIVolumeSource, _Mapping]] = ..., config_map: _Optional[_Union[ConfigMapVolumeSource, _Mapping]] = ..., projected: _Optional[_Union[ProjectedVolumeSource, _Mapping]] = ..., csi: _Optional[_Union[CSIVolumeSource, _Mapping]] = ..., ephemeral: _Optional[_Union[EphemeralVolumeSource, _Mapping]] = ..., image: _Optional[_Union[ImageVolumeSource, _Mapping]] = ...) -> None: ...
+
+class PodResourceClaim(_message.Message):
+    __slots__ = ("name", "resource_claim_name", "resource_claim_template_name")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_NAME_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIM_TEMPLATE_NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    resource_claim_name: str
+    resource_claim_template_name: str
+    def __init__(self, name: _Optional[str] = ..., resource_claim_name: _Optional[str] = ..., resource_claim_template_name: _Optional[str] = ...) -> None: ...
+
 class PodSpec(_message.Message):
-    __slots__ = ("containers", "init_containers", "node_selector", "node_name", "affinity", "tolerations", "topology_spread_constraints", "scheduler_name", "priority", "priority_class_name", "preemption_policy", "overhead", "scheduling_gates", "restart_policy", "host_network", "termination_grace_period_seconds", "resources", "service_account_name")
+    __slots__ = ("containers", "init_containers", "node_selector", "node_name", "affinity", "tolerations", "topology_spread_constraints", "scheduler_name", "priority", "priority_class_name", "preemption_policy", "overhead", "scheduling_gates", "restart_policy", "host_network", "termination_grace_period_seconds", "resources", "service_account_name", "volumes", "resource_claims")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +588,8 @@ class PodSpec(_message.Message):
     TERMINATION_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SERVICE_ACCOUNT_NAME_FIELD_NUMBER: _ClassVar[int]
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_CLAIMS_FIELD_NUMBER: _ClassVar[int]
     containers: _containers.RepeatedCompositeFieldContainer[Container]
     init_containers: _containers.RepeatedCompositeFieldContainer[Container]
     node_selector: _containers.ScalarMap[str, str]
@@ -377,7 +608,9 @@ class PodSpec(_message.Message):
     termination_grace_period_seconds: int
     resources: ResourceRequirements
     service_account_name: str
-    def __init__(self, containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduler_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., scheduling_gates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., host_network: _Optional[bool] = ..., termination_grace_period_seconds: _Optional[int] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., service_account_name: _Optional[str] = ...) -> None: ...
+    volumes: _containers.RepeatedCompositeFieldContainer[Volume]
+    resource_claims: _containers.RepeatedCompositeFieldContainer[PodResourceClaim]
+    def __init__(self, containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., node_name: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., scheduler_name: _Optional[str] = ..., priority: _Optional[int] = ..., priority_class_name: _Optional[str] = ..., preemption_policy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., scheduling_gates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., host_network: _Optional[bool] = ..., termination_grace_period_seconds: _Optional[int] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., service_account_name: _Optional[str] = ..., volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ...) -> None: ...
 
 class PodCondition(_message.Message):
     __slots__ = ("type", "status", "last_probe_time", "last_transition_time", "reason", "message")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kse.objects.manifest import ManifestError, load_manifests
+from kse.objects.podaffinity import apply_match_label_keys
 from proto import kse_pb2 as pb
 from scheduler.algorithm import FeasibleNodes, SchedulingError, score_feasible
 from scheduler.apis.config import ConfigError
@@ -136,7 +137,9 @@ def load_pod(path: str | Path) -> pb.Pod:
     """The first Pod of a manifest file."""
     for obj in _load(path, "pod"):
         if obj.WhichOneof("kind") == "pod":
-            return _default_pod(obj.pod)
+            pod = _default_pod(obj.pod)
+            apply_match_label_keys(pod)  # what the API server does when it creates the pod
+            return pod
     raise WhatIfError(f"no Pod in {str(path)!r}")
 
 

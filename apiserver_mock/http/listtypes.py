@@ -72,6 +72,11 @@ LISTS: dict[tuple[str, str], ListMeta] = {
     ("kse.v1.PodSpec", "tolerations"): ATOMIC,  # no patchStrategy upstream: replaced whole
     ("kse.v1.PodSpec", "topologySpreadConstraints"): _by_key("topologyKey", "whenUnsatisfiable"),
     ("kse.v1.PodSpec", "schedulingGates"): _by_key("name"),
+    ("kse.v1.PodSpec", "volumes"): _by_key("name"),
+    ("kse.v1.PodSpec", "resourceClaims"): _by_key("name"),
+    ("kse.v1.ResourceRequirements", "claims"): _by_key("name"),
+    ("kse.v1.PersistentVolumeClaimSpec", "accessModes"): ATOMIC,
+    ("kse.v1.RBDVolumeSource", "monitors"): ATOMIC,
     # core/v1 affinity
     ("kse.v1.NodeSelector", "nodeSelectorTerms"): ATOMIC,
     ("kse.v1.NodeSelectorTerm", "matchExpressions"): ATOMIC,

@@ -17,6 +17,7 @@ from apiserver_mock.errors import invalid
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.others import SYSTEM_PRIORITY_CLASSES
 from kse.objects.kinds import BY_FIELD, Kind
+from kse.objects.podaffinity import apply_match_label_keys
 from kse.objects.quantity import QuantityError, parse_quantity
 from kse.objects.timeutil import now_rfc3339
 from proto import kse_pb2 as pb
@@ -114,6 +115,7 @@ class PodStrategy(Strategy):
         pod.status.qos_class = qos_class(pod.spec)
         if not pod.spec.scheduler_name:
             pod.spec.scheduler_name = DEFAULT_SCHEDULER
+        apply_match_label_keys(pod)  # on create only, as upstream's PrepareForCreate
         apply_scheduling_gated_condition(pod)
 
     async def admit_create(self, msg: Message, lookup: Lookup, list_all: ListAll) -> None:

@@ -84,6 +84,32 @@ def validate_pod_spec(errs: FieldErrors, spec: pb.PodSpec, path: str) -> None:
     if spec.service_account_name:
         for msg in names.is_dns1123_subdomain(spec.service_account_name):
             errs.invalid(f"{path}.serviceAccountName", spec.service_account_name, msg)
+    _named_list(errs, [v.name for v in spec.volumes], f"{path}.volumes")
+    for i, v in enumerate(spec.volumes):
+        if v.HasField("persistent_volume_claim") and not v.persistent_volume_claim.claim_name:
+            errs.required(f"{path}.volumes[{i}].persistentVolumeClaim.claimName")
+    _named_list(errs, [c.name for c in spec.resource_claims], f"{path}.resourceClaims")
+    for i, rc in enumerate(spec.resource_claims):
+        if rc.HasField("resource_claim_name") == rc.HasField("resource_claim_template_name"):
+            errs.invalid(
+                f"{path}.resourceClaims[{i}]",
+                rc.name,
+                "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+            )
+
+
+def _named_list(errs: FieldErrors, items: list[str], path: str) -> None:
+    """Entries named by a unique DNS label (volumes, resourceClaims), as upstream validates them."""
+    seen: set[str] = set()
+    for i, name in enumerate(items):
+        if not name:
+            errs.required(f"{path}[{i}].name")
+            continue
+        for msg in names.is_dns1123_label(name):
+            errs.invalid(f"{path}[{i}].name", name, msg)
+        if name in seen:
+            errs.duplicate(f"{path}[{i}].name", name)
+        seen.add(name)
 
 
 def _container(errs: FieldErrors, c: pb.Container, path: str, seen: set[str], *, init: bool) -> None:

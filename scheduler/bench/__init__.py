@@ -46,6 +46,13 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
         action="store_true",
         help="disable the plugins' batch (numpy) methods: the node-by-node reference path",
     )
+    p.add_argument(
+        "--workload",
+        choices=("basic", "pod-anti-affinity", "pod-affinity", "preferred-pod-affinity"),
+        default="basic",
+        help="in-process only: the scheduler_perf workload, SchedulingBasic (default), "
+        "SchedulingPodAntiAffinity, SchedulingPodAffinity or SchedulingPreferredPodAffinity",
+    )
     p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of a table")

@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from kse.objects.meta import uid_key
-from kse.objects.synthetic import THROUGHPUT_JSON_KEYS, make_nodes, make_pods
+from kse.objects.synthetic import THROUGHPUT_JSON_KEYS
 from proto import kse_pb2 as pb
 from scheduler.algorithm import AlgorithmState, NoNodesAvailableError, SchedulingError, schedule_pod
+from scheduler.bench.workloads import workload_nodes, workload_pods
 from scheduler.cache.cache import Cache
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
@@ -50,6 +51,7 @@ class Config:
     pods: int = 10000
     seed: int = 0
     batch: bool = True
+    workload: str = "basic"  # scheduler.bench.workloads.WORKLOADS
 
 
 # ------------------------------------------------------------------------------------ workload
@@ -168,7 +170,7 @@ class Loop:
 
 
 def _setup(cfg: Config) -> Loop:
-    cache = CacheBinder(make_nodes(cfg.nodes))
+    cache = CacheBinder(workload_nodes(cfg.workload, cfg.nodes))
     profile = load_scheduler_config().profiles[0]
     fwk = new_framework(profile, snapshot=cache.snapshot, binder=cache.bind, batch=cfg.batch)
     queue = PriorityQueue(
@@ -182,10 +184,10 @@ def _setup(cfg: Config) -> Loop:
 
 async def run_in_process(cfg: Config) -> dict[str, Any]:
     loop = _setup(cfg)
-    for pod in make_pods("init-pod", cfg.init_pods):
+    for pod in workload_pods(cfg.workload, "init-pod", cfg.init_pods, measured=False):
         loop.queue.add(pod)
     init_bound = await loop.drain(cfg.init_pods)
-    measured = make_pods("pod", cfg.pods)
+    measured = workload_pods(cfg.workload, "pod", cfg.pods, measured=True)
     for pod in measured:
         loop.queue.add(pod)
     latencies: list[float] = []
@@ -211,6 +213,7 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
         "cpu_s": round(cpu, 3),
         "pods_per_cpu_s": round(bound / cpu, 1) if cpu > 0 else 0.0,
         "batch": cfg.batch,
+        "workload": cfg.workload,
     }
 
 
@@ -225,6 +228,7 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
         return
     rows = [
         ("mode", result["mode"]),
+        ("workload", result.get("workload", "basic")),
         ("nodes", result["nodes"]),
         ("init pods", result.get("init_pods", "")),
         ("measured pods", result["pods"]),
@@ -241,10 +245,16 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
 
 def main(args: argparse.Namespace) -> int:
     cfg = Config(
-        nodes=args.nodes, init_pods=args.init_pods, pods=args.pods, seed=args.seed, batch=not args.scalar
+        nodes=args.nodes,
+        init_pods=args.init_pods,
+        pods=args.pods,
+        seed=args.seed,
+        batch=not args.scalar,
+        workload=getattr(args, "workload", "basic"),
     )
     print(
-        f"kse bench throughput: {cfg.nodes} nodes, {cfg.init_pods} init pods, {cfg.pods} measured pods ...",
+        f"kse bench throughput: {cfg.workload}, {cfg.nodes} nodes, {cfg.init_pods} init pods, "
+        f"{cfg.pods} measured pods ...",
         file=sys.stderr,
     )
     try:

@@ -43,3 +43,21 @@ def test_generated_names_are_the_prefix_and_five_characters_of_upstreams_alphabe
     long = "x" * 70
     assert generate_name(long)[:58] == "x" * 58
     assert len(generate_name(long)) == 63
+
+
+def test_match_label_keys_are_merged_into_the_selector_on_create() -> None:
+    """Upstream PrepareForCreate applyMatchLabelKeysAndMismatchLabelKeys: the stored pod carries
+    `key In [value]` / `key NotIn [value]` for the keys it has labels for."""
+    pod = pb.Pod(metadata=pb.ObjectMeta(name="web", labels={"app": "web", "tenant": "a"}))
+    pod.spec.containers.add(name="c", image="x")
+    term = pod.spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution.add(
+        weight=1
+    ).pod_affinity_term
+    term.topology_key = "kubernetes.io/hostname"
+    term.label_selector.match_labels["app"] = "web"
+    term.match_label_keys.append("tenant")
+    term.mismatch_label_keys.append("app")
+    created(pod)
+    got = [(r.key, r.operator, list(r.values)) for r in term.label_selector.match_expressions]
+    assert got == [("tenant", "In", ["a"]), ("app", "NotIn", ["web"])]
+    assert list(term.match_label_keys) == ["tenant"]  # the keys stay, as upstream

@@ -4,9 +4,12 @@ The kse default plugin set is upstream's ``getDefaultPlugins()`` (v1.31+: all in
 score weights as listed) minus the plugins kse does not implement. Exactly, in order::
 
     SchedulingGates, PrioritySort, NodeUnschedulable, NodeName, TaintToleration (weight 3),
-    NodeAffinity (2), NodePorts, NodeResourcesFit (1), PodTopologySpread (2),
-    InterPodAffinity (2) [only while the registry has it], NodeResourcesBalancedAllocation (1),
-    ImageLocality (1), DefaultBinder
+    NodeAffinity (2), NodePorts, NodeResourcesFit (1), UnsupportedFeatures, PodTopologySpread (2),
+    InterPodAffinity (2), NodeResourcesBalancedAllocation (1), ImageLocality (1), DefaultBinder
+
+UnsupportedFeatures is kse's own: it stands where the volume plugins are, and refuses (in
+PreFilter, saying so) a pod that uses what only the left-out plugins could honour, so that no
+pod is placed ignoring a constraint.
 
 Left out from upstream's list: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone
 (kse emulates no volumes), DynamicResources (no DRA), DefaultPreemption (no preemption). A default
@@ -76,7 +79,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "VolumeZone": "kse does not emulate volumes",
     "DynamicResources": "kse does not emulate dynamic resource allocation",
     "DefaultPreemption": "kse does not implement preemption",
-    "InterPodAffinity": "not in this kse build's plugin registry",
     "GangScheduling": "kse does not implement alpha workload-aware (gang) scheduling",
     "PodGroupPodsCount": "kse does not implement alpha workload-aware (pod group) scheduling",
     "PlacementBinPacking": "kse does not implement alpha workload-aware (pod group) scheduling",
@@ -100,13 +102,19 @@ DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0  # adaptive
 DEFAULT_PARALLELISM = 16
 
 
+# kse's own default plugins, each inserted before the upstream plugin named.
+KSE_EXTRA_DEFAULTS: dict[str, str] = {"VolumeRestrictions": "UnsupportedFeatures"}
+
+
 def default_plugins(known_plugins: Collection[str]) -> Plugins:
     """The kse default plugin set (see the module docstring), as a fresh ``Plugins``."""
-    enabled = [
-        Plugin(name, weight)
-        for name, weight in UPSTREAM_DEFAULT_PLUGINS
-        if name not in KSE_OMITTED_DEFAULTS and name in known_plugins
-    ]
+    enabled = []
+    for name, weight in UPSTREAM_DEFAULT_PLUGINS:
+        extra = KSE_EXTRA_DEFAULTS.get(name)
+        if extra is not None and extra in known_plugins:
+            enabled.append(Plugin(extra))
+        if name not in KSE_OMITTED_DEFAULTS and name in known_plugins:
+            enabled.append(Plugin(name, weight))
     return Plugins(multi_point=PluginSet(enabled=enabled))
 
 

@@ -11,6 +11,7 @@ from scheduler.framework.interface import PluginFactory
 from scheduler.framework.plugins import (
     defaultbinder,
     imagelocality,
+    interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
@@ -19,6 +20,7 @@ from scheduler.framework.plugins import (
     queuesort,
     schedulinggates,
     tainttoleration,
+    unsupportedfeatures,
 )
 from scheduler.framework.plugins.noderesources import balanced_allocation, fit
 
@@ -34,5 +36,7 @@ REGISTRY: dict[str, PluginFactory] = {
     nodeaffinity.NAME: nodeaffinity.new,
     imagelocality.NAME: imagelocality.new,
     podtopologyspread.NAME: podtopologyspread.new,
+    interpodaffinity.NAME: interpodaffinity.new,
+    unsupportedfeatures.NAME: unsupportedfeatures.new,
     defaultbinder.NAME: defaultbinder.new,
 }

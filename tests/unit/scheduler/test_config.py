@@ -227,7 +227,7 @@ def test_default_set_without_inter_pod_affinity_loads() -> None:
     )
     assert errs == [
         'profiles[0].plugins.filter.enabled[0].name: Invalid value: "InterPodAffinity": plugin "InterPodAffinity" '
-        "is an upstream kube-scheduler plugin that kse does not implement (not in this kse build's plugin registry)"
+        "does not exist"
     ]
 
 

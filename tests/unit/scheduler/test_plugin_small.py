@@ -264,6 +264,8 @@ def test_registry_builds_every_default_plugin() -> None:
         "NodeAffinity",
         "ImageLocality",
         "PodTopologySpread",
+        "InterPodAffinity",
+        "UnsupportedFeatures",
         "DefaultBinder",
     }
     handle = FakeHandle()
