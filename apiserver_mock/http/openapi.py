@@ -38,6 +38,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from apiserver_mock.http.listtypes import list_meta
 from kse.objects.kinds import KINDS, Kind
+from kse.objects.manifest import QUANTITY_MAPS
 from proto import kse_pb2 as pb
 
 __all__ = ["GIT_VERSION", "openapi_v2", "openapi_v3", "openapi_v3_index"]
@@ -65,16 +66,8 @@ _META_MESSAGES = frozenset(
     }
 )
 
-# Fields whose proto type (a string, a map of strings) stands for an upstream named type.
-_QUANTITY_MAPS = frozenset(
-    {
-        ("kse.v1.ResourceRequirements", "limits"),
-        ("kse.v1.ResourceRequirements", "requests"),
-        ("kse.v1.PodSpec", "overhead"),
-        ("kse.v1.NodeStatus", "capacity"),
-        ("kse.v1.NodeStatus", "allocatable"),
-    }
-)
+# Fields whose proto type (a string, a map of strings) stands for an upstream named type: the
+# quantity maps are the manifest decoder's (`QUANTITY_MAPS`), the times are these.
 _TIMES: dict[tuple[str, str], str] = {
     ("kse.v1.ObjectMeta", "creationTimestamp"): _TIME,
     ("kse.v1.ObjectMeta", "deletionTimestamp"): _TIME,
@@ -235,7 +228,7 @@ class _Schemas:
         sub = fd.message_type
         if sub is not None and sub.GetOptions().map_entry:
             value = sub.fields_by_name["value"]
-            item = self.ref(_QUANTITY) if key in _QUANTITY_MAPS else self._single(desc, value, key)
+            item = self.ref(_QUANTITY) if key in QUANTITY_MAPS else self._single(desc, value, key)
             return {"type": "object", "additionalProperties": item}
         if key in _TIMES:
             return self.ref(_TIMES[key])

@@ -406,7 +406,8 @@ def _json_documents(text: str) -> list[tuple[int, Any]] | None:
 
 # ---------------------------------------------------------------- coercion to the field types
 
-_QUANTITY_MAPS = frozenset(
+# Fields whose proto type (a map of strings) holds resource.Quantity values (upstream's type).
+QUANTITY_MAPS = frozenset(
     {
         ("kse.v1.ResourceRequirements", "limits"),
         ("kse.v1.ResourceRequirements", "requests"),
@@ -615,7 +616,7 @@ def _coerce_map(item: Any, fd: FieldDescriptor, path: str, walk: _Walk) -> dict[
     if not isinstance(item, dict):
         raise _FieldError(path, f"expected an object, got {_type_name(item)} {_shown(item)}")
     value_fd = fd.message_type.fields_by_name["value"]
-    quantities = (fd.containing_type.full_name, fd.name) in _QUANTITY_MAPS
+    quantities = (fd.containing_type.full_name, fd.name) in QUANTITY_MAPS
     out: dict[str, Any] = {}
     for raw_key, element in item.items():
         key = _key_text(raw_key, path)
