@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeAlias
 
 import grpc
@@ -76,6 +77,27 @@ class AuditFailed(Exception):
 CANCELLED_WRITE = "the call was cancelled during the write; it may or may not have been applied"
 
 
+def _record_late_outcome(
+    audit: AuditLog, name: str, ident: Identity, request: Any, task: asyncio.Future[tuple[bytes, int]]
+) -> None:
+    """The record of a write whose caller went away while it ran (`ResourcesService.call`), once
+    the write has ended: accepted with its revision, refused with its code, or CANCELLED only if
+    the write itself was cancelled (the server stopping), whose outcome is truly unknown."""
+    if task.cancelled():
+        _record_refusal(audit, name, ident, request, grpc.StatusCode.CANCELLED, CANCELLED_WRITE)
+        return
+    exc = task.exception()
+    if exc is not None:
+        code, message = error_status(exc, f"{SERVICE}/{name}")
+        _record_refusal(audit, name, ident, request, code, message)
+        return
+    data, rev = task.result()
+    try:
+        audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
+    except Exception as e:
+        log.error("%s/%s: audit log write failed (applied at revision %s): %s", SERVICE, name, rev, e)
+
+
 def _record_refusal(
     audit: AuditLog, name: str, ident: Identity | None, request: Any, code: grpc.StatusCode, message: str
 ) -> None:
@@ -104,6 +126,19 @@ class ResourcesService:
         # Set once every watch cache has loaded; calls arriving earlier wait for it.
         self.ready = asyncio.Event()
         self._verbs = self.verbs()
+        # Writes whose caller went away, still running to their end (see `call`).
+        self._orphaned: set[asyncio.Future[tuple[bytes, int]]] = set()
+
+    async def finish_writes(self, grace: float) -> None:
+        """Let the writes whose callers went away end and record themselves (before the audit log
+        closes); those still running after `grace` s are cancelled, and recorded CANCELLED."""
+        if self._orphaned:
+            await asyncio.wait(set(self._orphaned), timeout=grace)
+        left = set(self._orphaned)
+        for task in left:
+            task.cancel()
+        if left:
+            await asyncio.wait(left)
 
     def handlers(self) -> grpc.GenericRpcHandler:
         deserializers: dict[str, Callable[[bytes], Any]] = {
@@ -157,26 +192,35 @@ class ResourcesService:
         audit = self.audit if name in WRITE_METHODS else None
         if not self.ready.is_set():
             await self.ready.wait()
+        if audit is None:
+            return await verb(ident, request)
+        # A write runs to its end even when its caller goes away (a client deadline, a cancelled
+        # call): once its txn may have reached etcd, only its end says whether it was applied, and
+        # the audit log must record that outcome, not "CANCELLED", or it would miss writes that
+        # are in etcd (kse issue 13). The caller still gets its cancellation at once.
+        task = asyncio.ensure_future(verb(ident, request))
         try:
-            data, rev = await verb(ident, request)
+            data, rev = await asyncio.shield(task)
         except asyncio.CancelledError:
-            if audit is not None:
-                _record_refusal(audit, name, ident, request, grpc.StatusCode.CANCELLED, CANCELLED_WRITE)
+            if task.done():
+                _record_late_outcome(audit, name, ident, request, task)
+            else:
+                task.add_done_callback(partial(_record_late_outcome, audit, name, ident, request))
+                self._orphaned.add(task)
+                task.add_done_callback(self._orphaned.discard)
             raise
         except Exception as e:
-            if audit is not None:
-                code, message = error_status(e, f"{SERVICE}/{name}")
-                _record_refusal(audit, name, ident, request, code, message)
+            code, message = error_status(e, f"{SERVICE}/{name}")
+            _record_refusal(audit, name, ident, request, code, message)
             raise
-        if audit is not None:
-            try:
-                audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
-            except Exception as e:
-                log.error("%s/%s: audit log write failed after the write was applied: %s", SERVICE, name, e)
-                raise AuditFailed(
-                    f"the write was applied at revision {rev} but its audit record could not be "
-                    f"written ({e}); re-read the object"
-                ) from e
+        try:
+            audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
+        except Exception as e:
+            log.error("%s/%s: audit log write failed after the write was applied: %s", SERVICE, name, e)
+            raise AuditFailed(
+                f"the write was applied at revision {rev} but its audit record could not be "
+                f"written ({e}); re-read the object"
+            ) from e
         return data, rev
 
     def _unary(self, name: str) -> Callable[[Any, Context], Awaitable[bytes]]:
