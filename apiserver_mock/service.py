@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, TypeAlias
 
@@ -29,6 +29,7 @@ from apiserver_mock.registry.reads import Reads
 from apiserver_mock.watchcache.watcher import WatchClosed
 from certs.identity import Identity
 from kse.etcdclient import CompactedError, EtcdOutcomeUnknownError, EtcdUnavailableError
+from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ SERVICE = "kse.v1.Resources"
 REVISION_TRAILER = "x-kse-revision"
 
 Context: TypeAlias = grpc.aio.ServicerContext
-Verb = Callable[[Identity, Any], Awaitable[tuple[bytes, int]]]
+Verb = Callable[[Identity, Any], Coroutine[Any, Any, tuple[bytes, int]]]
 
 
 def _passthrough(response: bytes | Any) -> bytes:
@@ -126,19 +127,14 @@ class ResourcesService:
         # Set once every watch cache has loaded; calls arriving earlier wait for it.
         self.ready = asyncio.Event()
         self._verbs = self.verbs()
-        # Writes whose caller went away, still running to their end (see `call`).
-        self._orphaned: set[asyncio.Future[tuple[bytes, int]]] = set()
+        # Every audited write runs as a task of this set, so one whose caller went away still has
+        # an owner while it runs to its end (see `call`); a refused write is no task failure.
+        self._writes = TaskSet("apiserver-writes", logger=log, failure_level=logging.DEBUG)
 
     async def finish_writes(self, grace: float) -> None:
         """Let the writes whose callers went away end and record themselves (before the audit log
         closes); those still running after `grace` s are cancelled, and recorded CANCELLED."""
-        if self._orphaned:
-            await asyncio.wait(set(self._orphaned), timeout=grace)
-        left = set(self._orphaned)
-        for task in left:
-            task.cancel()
-        if left:
-            await asyncio.wait(left)
+        await self._writes.aclose(grace)
 
     def handlers(self) -> grpc.GenericRpcHandler:
         deserializers: dict[str, Callable[[bytes], Any]] = {
@@ -197,8 +193,9 @@ class ResourcesService:
         # A write runs to its end even when its caller goes away (a client deadline, a cancelled
         # call): once its txn may have reached etcd, only its end says whether it was applied, and
         # the audit log must record that outcome, not "CANCELLED", or it would miss writes that
-        # are in etcd (kse issue 13). The caller still gets its cancellation at once.
-        task = asyncio.ensure_future(verb(ident, request))
+        # are in etcd (kse issue 13). The caller still gets its cancellation at once. Cost: a task
+        # and a shield, ~8 us per write (measured in isolation; the audit record itself is ~50 us).
+        task = self._writes.spawn(verb(ident, request), name=f"write-{name}")
         try:
             data, rev = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -206,8 +203,6 @@ class ResourcesService:
                 _record_late_outcome(audit, name, ident, request, task)
             else:
                 task.add_done_callback(partial(_record_late_outcome, audit, name, ident, request))
-                self._orphaned.add(task)
-                task.add_done_callback(self._orphaned.discard)
             raise
         except Exception as e:
             code, message = error_status(e, f"{SERVICE}/{name}")
