@@ -3,8 +3,10 @@ response is sent.
 
 Every write RPC (Create, Update, UpdateStatus, Delete, Bind, Evict) is recorded, whatever its
 outcome: accepted writes with the etcd revision they produced, refused ones with their gRPC code
-(PERMISSION_DENIED, INVALID_ARGUMENT, ABORTED, FAILED_PRECONDITION, ...) and message, and a call
-the client cancelled mid-write as CANCELLED (it may or may not have been applied; no revision).
+(PERMISSION_DENIED, INVALID_ARGUMENT, ABORTED, FAILED_PRECONDITION, ...) and message. A write whose
+client cancelled it (or whose deadline passed) mid-write runs to its end and is recorded with its
+real outcome, so a write that landed in etcd is never missing from the log; only one cut short by
+the server stopping is recorded CANCELLED (it may or may not have been applied; no revision).
 Reads are not recorded. The chaos checker and the failover analysis read this file as the history
 of a run (`kse.audit.read_audit_log`), so the service writes a record before it answers: no
 client ever holds an acknowledgement whose record is not in the file.

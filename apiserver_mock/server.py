@@ -315,6 +315,9 @@ class APIServer:
         if self.http is not None:
             door, self.http = self.http, None
             await door.__aexit__(None, None, None)
+        # Writes whose callers went away are not the server's handlers: let them end and record.
+        if self._service is not None:
+            await self._service.finish_writes(grace)
         if self.audit is not None:  # after the server: in-flight writes have recorded themselves
             self.audit.close()
             self.audit = None

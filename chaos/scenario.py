@@ -28,7 +28,7 @@ invariants to check afterwards.
         - {fault: kill, target: leader}
         - {wait: new-leader}                 # another holder, and its first binds
         - {wait: recovered}                  # the killed replica restarted and ready
-    checks: [pods_bound_once, no_overcommit, no_stale_writes, watch_integrity]
+    checks: [pods_bound_once, no_pod_vanished, no_overcommit, no_stale_writes, watch_integrity]
 
 The timed faults run for `duration`; the rounds run beside them, and the run ends once both are
 through. Waits (`chaos.waits`; `within` s, default 60 + lease_duration, else the run fails):
@@ -131,12 +131,13 @@ _REPLICA = re.compile(r"^scheduler-\d+$")
 _ETCD_MEMBER = re.compile(r"^etcd-\d+$")
 CHECKS: tuple[str, ...] = (
     "pods_bound_once",
+    "no_pod_vanished",
     "no_overcommit",
     "no_stale_writes",
     "watch_integrity",
     "no_rotation_rpc_errors",
 )
-DEFAULT_CHECKS: tuple[str, ...] = CHECKS[:4]
+DEFAULT_CHECKS: tuple[str, ...] = CHECKS[:5]
 
 # --short: what CI runs.
 SHORT_LEASE = (2.0, 1.5, 0.5)  # lease duration, renew deadline, retry period

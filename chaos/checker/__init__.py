@@ -22,6 +22,7 @@ from chaos.checker.invariants import (
     INVARIANTS,
     InvariantResult,
     no_overcommit,
+    no_pod_vanished,
     no_rotation_rpc_errors,
     no_stale_writes,
     pods_bound_once,
@@ -40,6 +41,7 @@ __all__ = [
     "check",
     "check_run",
     "no_overcommit",
+    "no_pod_vanished",
     "no_rotation_rpc_errors",
     "no_stale_writes",
     "percentile",
@@ -93,6 +95,7 @@ def check(
     `pods_bound_once`)."""
     invariants = {
         "pods_bound_once": pods_bound_once(history, allow_pending=allow_pending, young_after=young_after),
+        "no_pod_vanished": no_pod_vanished(history),
         "no_overcommit": no_overcommit(history),
         "no_stale_writes": no_stale_writes(
             history, scheduler_users=scheduler_users, lease=lease, require_fence=require_fence

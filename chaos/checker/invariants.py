@@ -1,6 +1,7 @@
 """The invariants: one pure function of the `History` each, returning an `InvariantResult`.
 
     pods_bound_once         every pod bound exactly once, or reported unschedulable, or deleted
+    no_pod_vanished         every pod ever created is in the final snapshot or has an accepted delete
     no_overcommit           no node's allocatable exceeded (final state, and bind by bind)
     no_stale_writes         no write accepted under a fence that did not match the lease
     watch_integrity         watch deliveries ordered, unique and complete, per observer
@@ -46,6 +47,7 @@ __all__ = [
     "TERMINAL_PHASES",
     "InvariantResult",
     "no_overcommit",
+    "no_pod_vanished",
     "no_rotation_rpc_errors",
     "no_stale_writes",
     "pods_bound_once",
@@ -151,11 +153,13 @@ def pods_bound_once(
 ) -> InvariantResult:
     """Every created pod is bound exactly once (accepted `bind` records per pod uid; a second
     accepted bind, even to the same node, is a `double_bind`), or was reported unschedulable (final
-    PodScheduled=False, reason Unschedulable), or was deleted (an accepted delete / evict, or absent
-    from the final snapshot). A pod still pending at the end is a violation unless `allow_pending`,
-    or unless it was created at or after `young_after` (epoch s; its accepted create's timestamp,
-    else its creationTimestamp): a run attached to a cluster whose workload keeps going snapshots
-    while pods still arrive, and those are counted as `young`.
+    PodScheduled=False, reason Unschedulable), or was deleted (an accepted delete / evict), or is
+    absent from the final snapshot without one (counted `absent`: `no_pod_vanished` holds every
+    pod to being present or deleted, so it is not judged twice here). A pod still pending at the
+    end is a violation unless `allow_pending`, or unless it was created at or after `young_after`
+    (epoch s; its accepted create's timestamp, else its creationTimestamp): a run attached to a
+    cluster whose workload keeps going snapshots while pods still arrive, and those are counted as
+    `young`.
     Pods created with spec.nodeName set ("preassigned") and gated pods are not the scheduler's to
     bind. A bound pod whose final spec.nodeName is not its bind target is a `bind_mismatch`.
     """
@@ -219,8 +223,10 @@ def pods_bound_once(
                         "final_node": final.spec.node_name,
                     }
                 )
-        elif uid in deleted or (have_snapshot and final is None):
+        elif uid in deleted:
             outcome[uid] = "deleted"
+        elif have_snapshot and final is None:
+            outcome[uid] = "absent"  # gone with no accepted delete: `no_pod_vanished` judges it
         elif final is None:
             outcome[uid] = "unknown"
         elif final.spec.node_name:
@@ -255,6 +261,66 @@ def pods_bound_once(
     pend = [v["pod"] for v in violations if v["kind"] == "pending"]
     if pend:
         detail += f"; pending at the end without an Unschedulable condition: {_examples(pend)}"
+    return InvariantResult(name, not violations, detail, violations, counts)
+
+
+# ---------------------------------------------------------------- 1b. no_pod_vanished
+
+
+def no_pod_vanished(history: History) -> InvariantResult:
+    """Every pod the history shows created is either in the final snapshot or has an accepted
+    delete / evict record (by uid) in the audit log; a pod that is neither is `vanished`.
+
+    "Created" is an accepted create in the audit log, or a pod in `history.created` (what the run's
+    own informer delivered, which also covers pods created before the audit log began, attached).
+    A vanished pod is what etcd losing data would look like (or a write path that deletes without an
+    audit record): without this check a pod missing at the end would pass as "deleted". A delete
+    that was refused or CANCELLED (its outcome unknown to the API server) is not a recorded delete;
+    the violation lists such attempts, to tell a lost record from a lost pod.
+    Needs the final snapshot and an audit log (SKIPPED without either: nothing to hold deletes to).
+    """
+    name = "no_pod_vanished"
+    if history.pods is None:
+        return InvariantResult(name, True, "SKIPPED: no final snapshot of pods", [], {})
+    if not history.audit:
+        return InvariantResult(name, True, "SKIPPED: no audit log (deletes cannot be seen)", [], {})
+    idx = _PodIndex(history)
+    created: set[str] = set()
+    for p in history.created:
+        uid = p.metadata.uid or f"name:{key_of(p)}"
+        idx.keys.setdefault(uid, key_of(p))
+        created.add(uid)
+    deleted: set[str] = set()
+    attempts: dict[str, list[str]] = defaultdict(list)  # key -> codes of deletes not accepted
+    for r in sorted((r for r in history.audit if r.resource == "pods"), key=_rev):
+        if r.code == "OK" and r.revision is not None:
+            if r.verb == "create":
+                created.add(idx.uid_of(r))
+            elif r.verb in DELETING_VERBS:
+                deleted.add(idx.uid_of(r))
+        elif r.verb in DELETING_VERBS:
+            attempts[_key(r)].append(f"{r.verb} {r.code}")
+    present = set(idx.final)
+    vanished = sorted(created - present - deleted, key=lambda u: (idx.keys.get(u, u), u))
+    violations = [
+        {"kind": "vanished", "pod": idx.keys.get(u, u), "uid": u}
+        | ({"delete_attempts": attempts[k]} if (k := idx.keys.get(u, u)) in attempts else {})
+        for u in vanished
+    ]
+    counts = {
+        "created": len(created),
+        "present": len(created & present),
+        "deleted": len((created - present) & deleted),
+        "vanished": len(vanished),
+    }
+    detail = (
+        f"{counts['created']} pods created: {counts['present']} present at the end, "
+        f"{counts['deleted']} deleted (accepted delete / evict), {counts['vanished']} vanished"
+    )
+    if violations:
+        detail += "; absent from the final snapshot with no accepted delete: " + _examples(
+            str(v["pod"]) for v in violations
+        )
     return InvariantResult(name, not violations, detail, violations, counts)
 
 
@@ -858,6 +924,7 @@ def _apiserver_outages(history: History, grace_s: float) -> list[tuple[float, fl
 
 INVARIANTS = {
     "pods_bound_once": pods_bound_once,
+    "no_pod_vanished": no_pod_vanished,
     "no_overcommit": no_overcommit,
     "no_stale_writes": no_stale_writes,
     "watch_integrity": watch_integrity,

@@ -41,7 +41,13 @@ async def test_attach_kill_leader(tmp_path: Path) -> None:
             "name": "attach-kill-leader",
             "duration": 6,
             "faults": [{"at": 1, "fault": "kill", "target": "leader"}],
-            "checks": ["pods_bound_once", "no_overcommit", "no_stale_writes", "watch_integrity"],
+            "checks": [
+                "pods_bound_once",
+                "no_pod_vanished",
+                "no_overcommit",
+                "no_stale_writes",
+                "watch_integrity",
+            ],
         }
     )
     lines: list[str] = []

@@ -217,3 +217,40 @@ async def test_acknowledged_writes_survive_a_sigkill_in_the_log(audited: tuple[A
 async def test_no_audit_log_without_the_flag(apiserver: ApiServer, tmp_path: Path):
     await apiserver.stub("admin").Create(pb.WriteRequest(object=make_pod("p")))
     assert "audit log off" in apiserver.log()
+
+
+async def test_a_cancelled_write_that_landed_is_recorded_with_its_outcome(audited: tuple[ApiServer, Path]):
+    """Creates whose client gives up (deadlines shorter than the write) while the write is in
+    flight: whatever reached etcd has an accepted record with its revision, and no write is left
+    CANCELLED (outcome unknown), so the log is the history of etcd. Before the fix, writes the
+    server saw cancelled were logged CANCELLED although they were in etcd."""
+    server, path = audited
+    admin = server.stub("admin")
+    n = 200
+
+    async def create(i: int) -> None:
+        try:
+            # Deadlines from 2 to 42 ms: some expire before the server, some during the write.
+            await admin.Create(pb.WriteRequest(object=make_pod(f"c{i}")), timeout=0.002 + i * 0.0002)
+        except grpc.aio.AioRpcError as e:
+            assert e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED), e
+
+    await admin.Create(pb.WriteRequest(object=make_pod("warm")))  # the channel is up
+    await asyncio.gather(*(create(i) for i in range(n)))
+
+    async def state() -> tuple[dict[str, str], dict[str, str], list[AuditRecord]]:
+        listed = await admin.List(pb.ListRequest(resource="pods"))
+        recs = [r for r in read_audit_log(path) if r.verb == "create"]
+        present = {o.pod.metadata.uid: o.pod.metadata.name for o in listed.items}
+        return present, {r.uid: r.name for r in recs if r.code == "OK"}, recs
+
+    # A write whose caller left may still be finishing: poll until the log and etcd agree.
+    deadline = time.monotonic() + 10.0
+    present, accepted, recs = await state()
+    while accepted != present and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        present, accepted, recs = await state()
+    assert accepted == present
+    assert all(r.revision for r in recs if r.code == "OK")
+    assert [r.name for r in recs if r.code == "CANCELLED"] == []
+    assert len(present) < n + 1, "no deadline cut a write short: the test proves nothing"

@@ -239,14 +239,14 @@ class Cluster:
         return History(audit=list(read_audit_log(self.audit_path)), pods=list(pods), nodes=list(nodes))
 
     def binds_by_holder(self, history: History, names: list[str]) -> dict[str, str]:
-        """pod name -> the fence holder of the bind that bound it: its accepted bind, or one whose
-        answer never reached its writer (a replica killed just after sending: the audit records
-        CANCELLED, "may or may not have been applied")."""
+        """pod name -> the fence holder of the bind that bound it: its accepted bind (one whose
+        answer never reached its writer, a replica killed just after sending, is recorded with its
+        real outcome too: the API server finishes a write whose caller went away)."""
         wanted = set(names)
         out = {
             r.name: r.fence.holder if r.fence else ""
             for r in history.audit
-            if r.verb == "bind" and r.code in ("OK", "CANCELLED") and r.name in wanted
+            if r.verb == "bind" and r.code == "OK" and r.name in wanted
         }
         assert set(out) == wanted, f"no bind recorded for {sorted(wanted - set(out))}"
         return out

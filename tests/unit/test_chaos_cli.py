@@ -20,7 +20,13 @@ def _outcome(passed: bool, errors: list[str] | None = None) -> runner.RunOutcome
     scenario = load_scenario(find_scenario("kill-leader")).short()
     inv = {
         name: InvariantResult(name, True, "ok")
-        for name in ("pods_bound_once", "no_overcommit", "no_stale_writes", "watch_integrity")
+        for name in (
+            "pods_bound_once",
+            "no_pod_vanished",
+            "no_overcommit",
+            "no_stale_writes",
+            "watch_integrity",
+        )
     }
     inv["no_stale_writes"] = InvariantResult(
         "no_stale_writes", passed, "1 stale accepted" if not passed else "0"
@@ -61,6 +67,7 @@ def test_json_contract_and_exit_0(stub_run: list[Any], capsys: pytest.CaptureFix
     # Only the scenario's checks are judged (no_rotation_rpc_errors failed, but is not one of them).
     assert set(out["invariants"]) == {
         "pods_bound_once",
+        "no_pod_vanished",
         "no_overcommit",
         "no_stale_writes",
         "watch_integrity",

@@ -12,6 +12,7 @@ import pytest
 from chaos.checker import (
     check,
     no_overcommit,
+    no_pod_vanished,
     no_rotation_rpc_errors,
     no_stale_writes,
     plot_timeline,
@@ -297,7 +298,14 @@ def test_unschedulable_deleted_gated_and_preassigned_pods_pass() -> None:
     ]  # "gone": absent at the end
     res = pods_bound_once(r.history(pods=final, nodes=[node("n1")]))
     assert res.passed, res.detail
-    assert res.counts == {"pods": 5, "deleted": 2, "gated": 1, "preassigned": 1, "unschedulable": 1}
+    assert res.counts == {
+        "pods": 5,
+        "absent": 1,  # "gone": no delete anywhere, which no_pod_vanished judges
+        "deleted": 1,
+        "gated": 1,
+        "preassigned": 1,
+        "unschedulable": 1,
+    }
 
 
 def test_final_node_differing_from_the_bind_target_is_caught() -> None:
@@ -313,6 +321,106 @@ def test_without_a_snapshot_unbound_pods_are_unknown_not_violations() -> None:
     r.create_pod(1.0, "p", "u")
     res = pods_bound_once(r.history())
     assert res.passed and res.counts["unknown"] == 1 and "outcome unknown" in res.detail
+
+
+# ---------------------------------------------------------------- no_pod_vanished
+
+
+def bound_run(n: int = 40) -> tuple[Run, list[pb.Pod], list[pb.Node]]:
+    """n pods created and bound; every fifth deleted by the workload's churn (one of them evicted);
+    the rest present at the end."""
+    r = Run()
+    r.lease(1.0, "a", 1, verb="create", lease_duration_seconds=2)
+    final = []
+    for i in range(n):
+        name, uid = f"p{i:02d}", f"u{i:02d}"
+        r.create_pod(2.0 + i / 100, name, uid)
+        r.bind(3.0 + i / 100, name, uid, f"n{i % 4}")
+        if i % 5 == 0:
+            rec = r.delete_pod(5.0 + i / 100, name, uid)
+            if i == 5:  # an eviction deletes too (its record carries the deleted pod's uid)
+                r.audit[-1] = AuditRecord(**{**_fields(rec), "verb": "evict", "subresource": "eviction"})
+        else:
+            final.append(pod(name, uid, node=f"n{i % 4}", cpu="10m"))
+    return r, final, [node(f"n{k}") for k in range(4)]
+
+
+def _fields(rec: AuditRecord) -> dict[str, Any]:
+    return {f: getattr(rec, f) for f in rec.__dataclass_fields__}
+
+
+def test_every_created_pod_present_or_deleted_passes() -> None:
+    r, final, nodes = bound_run()
+    res = no_pod_vanished(r.history(pods=final, nodes=nodes))
+    assert res.passed, res.detail
+    assert res.counts == {"created": 40, "present": 32, "deleted": 8, "vanished": 0}
+    assert check(r.history(pods=final, nodes=nodes)).passed
+
+
+def test_bound_pods_removed_from_the_snapshot_are_caught_by_name() -> None:
+    """25 bound pods missing at the end with no delete anywhere: what etcd losing data looks like.
+    Every other check still passes on this history; this one names each pod."""
+    r, final, nodes = bound_run()
+    removed, kept = final[:25], final[25:]
+    result = check(r.history(pods=kept, nodes=nodes))
+    res = result.invariants["no_pod_vanished"]
+    assert not res.passed
+    assert res.counts == {"created": 40, "present": 7, "deleted": 8, "vanished": 25}
+    names = {f"default/{p.metadata.name}" for p in removed}
+    assert {v["pod"] for v in res.violations} == names
+    assert all(v["kind"] == "vanished" for v in res.violations)
+    assert "25 vanished" in res.detail and "default/p01" in res.detail
+    assert result.failed() == ["no_pod_vanished"]  # the others cannot see it
+
+
+def test_pods_only_the_informer_saw_created_are_held_too() -> None:
+    """history.created (the run's informer) counts as created even without an audited create."""
+    r, final, nodes = bound_run(5)
+    ghost = pod("before", "u-before")
+    h = r.history(pods=final, nodes=nodes, created=[ghost])
+    res = no_pod_vanished(h)
+    assert not res.passed and [v["pod"] for v in res.violations] == ["default/before"]
+    assert no_pod_vanished(r.history(pods=[*final, ghost], nodes=nodes, created=[ghost])).passed
+
+
+def test_a_refused_or_cancelled_delete_is_not_a_recorded_delete() -> None:
+    r, final, nodes = bound_run(5)
+    victim = final.pop()
+    uid = victim.metadata.uid
+    for code in ("CANCELLED", "FAILED_PRECONDITION"):
+        r._write(
+            code=code,
+            ts=9.0,
+            user="generator",
+            verb="delete",
+            resource="pods",
+            namespace="default",
+            name=victim.metadata.name,
+            uid=uid,
+        )
+    res = no_pod_vanished(r.history(pods=final, nodes=nodes))
+    assert not res.passed
+    [v] = res.violations
+    assert v["pod"] == f"default/{victim.metadata.name}"
+    assert v["delete_attempts"] == ["delete CANCELLED", "delete FAILED_PRECONDITION"]
+
+
+def test_a_recreated_name_is_judged_per_uid() -> None:
+    """A pod deleted and created again under its name: the first uid is deleted, the second must be
+    present; the name alone would hide a lost second incarnation."""
+    r = Run()
+    r.create_pod(1.0, "p", "first")
+    r.delete_pod(2.0, "p", "first")
+    r.create_pod(3.0, "p", "second")
+    assert no_pod_vanished(r.history(pods=[pod("p", "second")], nodes=[])).passed
+    res = no_pod_vanished(r.history(pods=[], nodes=[]))
+    assert [v["uid"] for v in res.violations] == ["second"]
+
+
+def test_no_pod_vanished_skips_without_snapshot_or_audit() -> None:
+    r, final, _ = bound_run(5)
+    assert no_pod_vanished(r.history()).detail.startswith("SKIPPED")
+    assert no_pod_vanished(History(pods=[], created=final)).detail.startswith("SKIPPED")
 
 
 # ---------------------------------------------------------------- no_overcommit
@@ -705,6 +813,7 @@ def test_reports(tmp_path: Path) -> None:
     assert data["passed"] is False
     assert set(data["invariants"]) == {
         "pods_bound_once",
+        "no_pod_vanished",
         "no_overcommit",
         "no_stale_writes",
         "watch_integrity",

@@ -49,7 +49,13 @@ def test_shipped_scenarios_load(name: str) -> None:
 
 def test_minimal_defaults() -> None:
     s = parse_scenario(base())
-    assert s.checks == ("pods_bound_once", "no_overcommit", "no_stale_writes", "watch_integrity")
+    assert s.checks == (
+        "pods_bound_once",
+        "no_pod_vanished",
+        "no_overcommit",
+        "no_stale_writes",
+        "watch_integrity",
+    )
     assert s.cluster.etcd_members == 1 and s.cluster.lease_duration == 15.0
     assert s.faults == (FaultSpec("kill", "leader", at=5.0),)
 
