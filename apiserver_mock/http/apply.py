@@ -69,8 +69,8 @@ from apiserver_mock.http.fieldpath import (
     to_fields_v1,
     values_by_path,
 )
-from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
 from kse.objects.kinds import BY_KIND
+from kse.objects.listtypes import ListMeta, Schema, field_schema, kind_schema
 
 __all__ = [
     "ApplyConflict",

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from apiserver_mock.http.listtypes import ListMeta, MapOf, Schema, field_schema
+from kse.objects.listtypes import ListMeta, MapOf, Schema, field_schema
 
 __all__ = [
     "MISSING",

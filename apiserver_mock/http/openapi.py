@@ -36,8 +36,8 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from apiserver_mock.http.listtypes import list_meta
 from kse.objects.kinds import KINDS, Kind
+from kse.objects.listtypes import list_meta
 from kse.objects.manifest import QUANTITY_MAPS
 from proto import kse_pb2 as pb
 

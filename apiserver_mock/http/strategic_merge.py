@@ -32,8 +32,8 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver_mock.http.fieldpath import copy_json
-from apiserver_mock.http.listtypes import ListMeta, Schema, field_schema, kind_schema
 from kse.objects.kinds import Kind
+from kse.objects.listtypes import ListMeta, Schema, field_schema, kind_schema
 
 __all__ = ["PatchError", "apply_patch", "apply_strategic_merge_patch"]
 

@@ -43,23 +43,19 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from kse.objects.listtypes import LISTS
+
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 # (message full name, JSON field name) -> merge key of a list merged by key; None: a list of
 # scalars merged as a set. Every other list is atomic (replaced whole), as upstream: tolerations,
-# taints, command, args, node selector terms, ... carry no patch strategy in k8s.io/api.
+# taints, command, args, node selector terms, ... carry no patch strategy in k8s.io/api. Derived
+# from the one table of list semantics (`kse.objects.listtypes`) that the server's strategic merge
+# patch, server-side apply and OpenAPI documents read too.
 MERGE_KEYS: dict[tuple[str, str], str | None] = {
-    ("kse.v1.ObjectMeta", "ownerReferences"): "uid",
-    ("kse.v1.ObjectMeta", "finalizers"): None,
-    ("kse.v1.PodSpec", "containers"): "name",
-    ("kse.v1.PodSpec", "initContainers"): "name",
-    ("kse.v1.PodSpec", "topologySpreadConstraints"): "topologyKey",
-    ("kse.v1.PodSpec", "schedulingGates"): "name",
-    ("kse.v1.Container", "ports"): "containerPort",
-    ("kse.v1.Container", "env"): "name",
-    ("kse.v1.PodStatus", "conditions"): "type",
-    ("kse.v1.NodeStatus", "conditions"): "type",
-    ("kse.v1.NodeStatus", "addresses"): "type",
+    key: (meta.patch_merge_key if meta.list_type == "map" else None)
+    for key, meta in LISTS.items()
+    if meta.merges
 }
 
 # Metadata the server owns: never taken from a manifest, never removed because a manifest that

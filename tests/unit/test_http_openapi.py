@@ -21,9 +21,9 @@ from google.protobuf.descriptor import Descriptor
 
 from apiserver_mock.http import openapi, openapi_pb
 from apiserver_mock.http.apply import ApplyConflict, record_update, server_side_apply
-from apiserver_mock.http.listtypes import LISTS
 from apiserver_mock.http.strategic_merge import apply_patch
 from kse.objects.kinds import KINDS
+from kse.objects.listtypes import LISTS
 from tests.fixtures.kube import NO_KUBECTL, find_kubectl
 
 CORE = "io.k8s.api.core.v1"

@@ -16,9 +16,9 @@ from google.protobuf.descriptor import Descriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apiserver_mock.http.listtypes import LISTS, list_meta
 from apiserver_mock.http.strategic_merge import PatchError, apply_patch
 from kse.objects.kinds import KINDS
+from kse.objects.listtypes import LISTS, list_meta
 
 
 def _pod(containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -442,7 +442,7 @@ def _list_fields(desc: Descriptor, seen: set[str]) -> set[tuple[str, str]]:
 def test_every_list_field_of_a_served_kind_has_a_decision_in_the_table() -> None:
     seen: set[str] = set()
     fields = set().union(*(_list_fields(k.message.DESCRIPTOR, seen) for k in KINDS))
-    assert fields - set(LISTS) == set(), "add these list fields to apiserver_mock/http/listtypes.LISTS"
+    assert fields - set(LISTS) == set(), "add these list fields to kse/objects/listtypes.LISTS"
     assert set(LISTS) - fields == set(), "these LISTS rows name no field of a served kind"
 
 

@@ -6,10 +6,12 @@ Kubernetes declares this per Go struct field, twice: the strategic-merge-patch t
 k8s.io/apimachinery/pkg/apis/meta/v1/types.go, for the fields kse's protos carry. Three readers use
 this table and nothing else:
 
-* `strategic_merge` (patchStrategy / patchMergeKey),
-* `apply` (listType / listMapKeys, for the `k:{...}` field-set keys and ownership of items),
-* `openapi` (`x-kubernetes-patch-*` and `x-kubernetes-list-*` extensions, which kubectl reads to
-  build its own strategic merge patches for `kubectl apply`).
+* the HTTP door's `strategic_merge` (patchStrategy / patchMergeKey), and kse's own client-side
+  apply (`kse.objects.apply`, the same keys for its three-way merge),
+* the HTTP door's `apply` (listType / listMapKeys, for the `k:{...}` field-set keys and ownership
+  of items),
+* the HTTP door's `openapi` (`x-kubernetes-patch-*` and `x-kubernetes-list-*` extensions, which
+  kubectl reads to build its own strategic merge patches for `kubectl apply`).
 
 A list field not in the table is atomic with no patch strategy (replaced whole), as upstream treats
 an untagged list. A unit test insists that every list field of a served kind is listed, so a field
