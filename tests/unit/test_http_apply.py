@@ -25,6 +25,7 @@ from apiserver_mock.http.apply import (
 )
 from apiserver_mock.http.fieldpath import from_fields_v1, path_string, to_fields_v1
 from kse.objects.manifest import load_manifests, to_dict
+from tests.fixtures.json_inputs import KEYS, LIVE, VALUES
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z", "2026-01-01T00:02:00Z"
 
@@ -443,34 +444,10 @@ def test_apply_bodies_are_yaml_or_json_objects() -> None:
 
 # ---------------------------------------------------------------- arbitrary input never crashes
 
-_KEYS = st.sampled_from(
-    [
-        "spec", "metadata", "status", "containers", "initContainers", "name", "image", "args", "ports",
-        "containerPort", "env", "labels", "finalizers", "tolerations", "conditions", "type", "a",
-        "$patch", "$retainKeys", "$setElementOrder/containers", "$setElementOrder/finalizers",
-        "$deleteFromPrimitiveList/finalizers",
-    ]
-)  # fmt: skip
-_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["a", "web", "replace", "delete"])
-)
-_VALUES = st.recursive(
-    _SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
-    max_leaves=20,
-)
-_LIVE = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "p", "namespace": "d", "labels": {"a": "b"}, "finalizers": ["x"]},
-    "spec": {"containers": [{"name": "web", "image": "i", "ports": [{"containerPort": 80}], "args": ["a"]}]},
-}
-
-
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.dictionaries(_KEYS, _VALUES, max_size=5), st.booleans())
+@given(st.dictionaries(KEYS, VALUES, max_size=5), st.booleans())
 def test_any_configuration_applies_or_raises_a_clear_error(body: dict[str, Any], force: bool) -> None:
-    live = _stored(server_side_apply(None, _LIVE, "alice", False, T0))
+    live = _stored(server_side_apply(None, LIVE, "alice", False, T0))
     try:
         out = server_side_apply(live, {"apiVersion": "v1", "kind": "Pod", **body}, "bob", force, T1)
         json.dumps(record_update(live, {"apiVersion": "v1", "kind": "Pod", **body}, "carol", T2))

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from apiserver_mock.http.strategic_merge import PatchError, apply_patch
 from kse.objects.kinds import KINDS
 from kse.objects.listtypes import LISTS, list_meta
+from tests.fixtures.json_inputs import KEYS, LIVE, VALUES
 
 
 def _pod(containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -457,35 +458,11 @@ def test_table_rows_are_consistent() -> None:
 
 # ---------------------------------------------------------------- arbitrary input never crashes
 
-_KEYS = st.sampled_from(
-    [
-        "spec", "metadata", "status", "containers", "initContainers", "name", "image", "args", "ports",
-        "containerPort", "env", "labels", "finalizers", "tolerations", "conditions", "type", "a",
-        "$patch", "$retainKeys", "$setElementOrder/containers", "$setElementOrder/finalizers",
-        "$deleteFromPrimitiveList/finalizers",
-    ]
-)  # fmt: skip
-_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["a", "web", "replace", "delete"])
-)
-_VALUES = st.recursive(
-    _SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
-    max_leaves=20,
-)
-_LIVE = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "p", "namespace": "d", "labels": {"a": "b"}, "finalizers": ["x"]},
-    "spec": {"containers": [{"name": "web", "image": "i", "ports": [{"containerPort": 80}], "args": ["a"]}]},
-}
-
-
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.dictionaries(_KEYS, _VALUES, max_size=5))
+@given(st.dictionaries(KEYS, VALUES, max_size=5))
 def test_any_patch_applies_or_raises_patch_error(patch: dict[str, Any]) -> None:
     try:
-        out = apply_patch(_LIVE, patch, "Pod")
+        out = apply_patch(LIVE, patch, "Pod")
     except PatchError:
         return
     json.dumps(out)
@@ -498,4 +475,4 @@ def test_a_patch_nested_too_deeply_is_a_patch_error() -> None:
         node["a"] = {}
         node = node["a"]
     with pytest.raises(PatchError, match="nested too deeply"):
-        apply_patch(_LIVE, {"spec": deep}, "Pod")
+        apply_patch(LIVE, {"spec": deep}, "Pod")
