@@ -533,40 +533,45 @@ async def run(cfg: Config) -> dict[str, Any]:
                     pb_grpc.ResourcesStub(channel), [pb.Object(node=bench_node(n)) for n in nodes]
                 )
 
-            async def bind_phase(procs: int, attempt: int) -> LoadRun:
-                namespace = f"{BIND_NAMESPACE}-{attempt}"
-                progress(f"binds: creating {len(pods)} pods in {namespace} (untimed)")
-                async with secure_channel(admin) as channel:
-                    objects = [pb.Object(pod=bench_pod(namespace, p)) for p in pods]
-                    await create_all(pb_grpc.ResourcesStub(channel), objects)
-                progress(
-                    f"binds: binding {len(pods)} pods, {cfg.inflight} in flight from {procs} process(es)"
-                )
-                args = [
-                    BindLoadArgs(scheduler, namespace, pods[p::procs], nodes, cfg.inflight // procs)
-                    for p in range(procs)
-                ]
-                return await run_load(bind_load, args, root, pids)
+            def binds_of(
+                label: str, prefix: str, load: Callable[..., Any], args_for: Callable[..., Any]
+            ) -> Callable[[int, int], Awaitable[LoadRun]]:
+                """A bind phase: a fresh namespace of `pods` created untimed, then bound by `procs`
+                client processes running `load` (one `args_for(namespace, names, inflight)` each),
+                over gRPC or HTTP alike."""
 
+                async def phase(procs: int, attempt: int) -> LoadRun:
+                    namespace = f"{prefix}-{attempt}"
+                    progress(f"{label}: creating {len(pods)} pods in {namespace} (untimed)")
+                    async with secure_channel(admin) as channel:
+                        objects = [pb.Object(pod=bench_pod(namespace, p)) for p in pods]
+                        await create_all(pb_grpc.ResourcesStub(channel), objects)
+                    progress(
+                        f"{label}: binding {len(pods)} pods, {cfg.inflight} in flight "
+                        f"from {procs} process(es)"
+                    )
+                    args = [args_for(namespace, pods[p::procs], cfg.inflight // procs) for p in range(procs)]
+                    return await run_load(load, args, root, pids)
+
+                return phase
+
+            bind_phase = binds_of(
+                "binds",
+                BIND_NAMESPACE,
+                bind_load,
+                lambda ns, names, inflight: BindLoadArgs(scheduler, ns, names, nodes, inflight),
+            )
             bind_run, bind_attempts = await _with_client_procs(cfg.client_procs, bind_phase, "bind", notes)
 
             # (b') the same over HTTP, on a fresh set of pods
             http_scheduler = HttpTarget.of(http_address, scheduler)
 
-            async def http_bind_phase(procs: int, attempt: int) -> LoadRun:
-                namespace = f"{HTTP_BIND_NAMESPACE}-{attempt}"
-                progress(f"HTTP binds: creating {len(pods)} pods in {namespace} (untimed)")
-                async with secure_channel(admin) as channel:
-                    objects = [pb.Object(pod=bench_pod(namespace, p)) for p in pods]
-                    await create_all(pb_grpc.ResourcesStub(channel), objects)
-                progress(
-                    f"HTTP binds: binding {len(pods)} pods, {cfg.inflight} in flight from {procs} process(es)"
-                )
-                args = [
-                    HttpBindLoadArgs(http_scheduler, namespace, pods[p::procs], nodes, cfg.inflight // procs)
-                    for p in range(procs)
-                ]
-                return await run_load(http_bind_load, args, root, pids)
+            http_bind_phase = binds_of(
+                "HTTP binds",
+                HTTP_BIND_NAMESPACE,
+                http_bind_load,
+                lambda ns, names, inflight: HttpBindLoadArgs(http_scheduler, ns, names, nodes, inflight),
+            )
 
             http_bind_run, http_bind_attempts = await _with_client_procs(
                 cfg.client_procs, http_bind_phase, "HTTP bind", notes
