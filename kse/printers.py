@@ -344,8 +344,10 @@ def format_objects(
     `single` is a get by name: yaml/json print the object itself instead of a List.
     """
     if output not in OUTPUT_FORMATS:
-        raise ValueError(f"unable to match a printer suitable for the output format {output!r}, "
-                         f"allowed formats are: {','.join(f for f in OUTPUT_FORMATS if f)}")
+        raise ValueError(
+            f"unable to match a printer suitable for the output format {output!r}, "
+            f"allowed formats are: {','.join(f for f in OUTPUT_FORMATS if f)}"
+        )
     if output == "name":
         return "".join(resource_name(kind, o.metadata.name) + "\n" for o in objects)  # type: ignore[attr-defined]
     if output in ("yaml", "json"):

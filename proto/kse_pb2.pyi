@@ -42,7 +42,7 @@ class ManagedFieldsEntry(_message.Message):
     def __init__(self, manager: _Optional[str] = ..., operation: _Optional[str] = ..., api_version: _Optional[str] = ..., time: _Optional[str] = ..., fields_type: _Optional[str] = ..., fields_v1: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., subresource: _Optional[str] = ...) -> None: ...
 
 class ObjectMeta(_message.Message):
-    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "labels", "annotations", "owner_references", "finalizers", "managed_fields")
+    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "labels", "annotations", "owner_references", "finalizers", "managed_fields", "deletion_grace_period_seconds")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class ObjectMeta(_message.Message):
     OWNER_REFERENCES_FIELD_NUMBER: _ClassVar[int]
     FINALIZERS_FIELD_NUMBER: _ClassVar[int]
     MANAGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    DELETION_GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     generate_name: str
     namespace: str
@@ -83,7 +84,8 @@ class ObjectMeta(_message.Message):
     owner_references: _containers.RepeatedCompositeFieldContainer[OwnerReference]
     finalizers: _containers.RepeatedScalarFieldContainer[str]
     managed_fields: _containers.RepeatedCompositeFieldContainer[ManagedFieldsEntry]
-    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ..., managed_fields: _Optional[_Iterable[_Union[ManagedFieldsEntry, _Mapping]]] = ...) -> None: ...
+    deletion_grace_period_seconds: int
+    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ..., managed_fields: _Optional[_Iterable[_Union[ManagedFieldsEntry, _Mapping]]] = ..., deletion_grace_period_seconds: _Optional[int] = ...) -> None: ...
 
 class ListMeta(_message.Message):
     __slots__ = ("resource_version", "remaining_item_count")
@@ -136,6 +138,22 @@ class ObjectReference(_message.Message):
     resource_version: str
     field_path: str
     def __init__(self, kind: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., uid: _Optional[str] = ..., api_version: _Optional[str] = ..., resource_version: _Optional[str] = ..., field_path: _Optional[str] = ...) -> None: ...
+
+class Condition(_message.Message):
+    __slots__ = ("type", "status", "observed_generation", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    observed_generation: int
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., observed_generation: _Optional[int] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ResourceClaim(_message.Message):
     __slots__ = ("name", "request")
@@ -680,6 +698,14 @@ class Pod(_message.Message):
     status: PodStatus
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PodSpec, _Mapping]] = ..., status: _Optional[_Union[PodStatus, _Mapping]] = ...) -> None: ...
 
+class PodTemplateSpec(_message.Message):
+    __slots__ = ("metadata", "spec")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    metadata: ObjectMeta
+    spec: PodSpec
+    def __init__(self, metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PodSpec, _Mapping]] = ...) -> None: ...
+
 class Binding(_message.Message):
     __slots__ = ("api_version", "kind", "metadata", "target")
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -902,19 +928,419 @@ class PriorityClass(_message.Message):
     preemption_policy: str
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., value: _Optional[int] = ..., global_default: _Optional[bool] = ..., description: _Optional[str] = ..., preemption_policy: _Optional[str] = ...) -> None: ...
 
+class NamespaceSpec(_message.Message):
+    __slots__ = ("finalizers",)
+    FINALIZERS_FIELD_NUMBER: _ClassVar[int]
+    finalizers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, finalizers: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NamespaceCondition(_message.Message):
+    __slots__ = ("type", "status", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class NamespaceStatus(_message.Message):
+    __slots__ = ("phase", "conditions")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    conditions: _containers.RepeatedCompositeFieldContainer[NamespaceCondition]
+    def __init__(self, phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[NamespaceCondition, _Mapping]]] = ...) -> None: ...
+
+class Namespace(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: NamespaceSpec
+    status: NamespaceStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[NamespaceSpec, _Mapping]] = ..., status: _Optional[_Union[NamespaceStatus, _Mapping]] = ...) -> None: ...
+
+class ServicePort(_message.Message):
+    __slots__ = ("name", "protocol", "port", "target_port", "node_port", "app_protocol")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_PORT_FIELD_NUMBER: _ClassVar[int]
+    NODE_PORT_FIELD_NUMBER: _ClassVar[int]
+    APP_PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    protocol: str
+    port: int
+    target_port: _struct_pb2.Value
+    node_port: int
+    app_protocol: str
+    def __init__(self, name: _Optional[str] = ..., protocol: _Optional[str] = ..., port: _Optional[int] = ..., target_port: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., node_port: _Optional[int] = ..., app_protocol: _Optional[str] = ...) -> None: ...
+
+class ServiceSpec(_message.Message):
+    __slots__ = ("selector", "ports", "type", "cluster_ip", "cluster_ips", "session_affinity", "external_name", "ip_families", "ip_family_policy", "internal_traffic_policy")
+    class SelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_IP_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_IPS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_AFFINITY_FIELD_NUMBER: _ClassVar[int]
+    EXTERNAL_NAME_FIELD_NUMBER: _ClassVar[int]
+    IP_FAMILIES_FIELD_NUMBER: _ClassVar[int]
+    IP_FAMILY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    INTERNAL_TRAFFIC_POLICY_FIELD_NUMBER: _ClassVar[int]
+    selector: _containers.ScalarMap[str, str]
+    ports: _containers.RepeatedCompositeFieldContainer[ServicePort]
+    type: str
+    cluster_ip: str
+    cluster_ips: _containers.RepeatedScalarFieldContainer[str]
+    session_affinity: str
+    external_name: str
+    ip_families: _containers.RepeatedScalarFieldContainer[str]
+    ip_family_policy: str
+    internal_traffic_policy: str
+    def __init__(self, selector: _Optional[_Mapping[str, str]] = ..., ports: _Optional[_Iterable[_Union[ServicePort, _Mapping]]] = ..., type: _Optional[str] = ..., cluster_ip: _Optional[str] = ..., cluster_ips: _Optional[_Iterable[str]] = ..., session_affinity: _Optional[str] = ..., external_name: _Optional[str] = ..., ip_families: _Optional[_Iterable[str]] = ..., ip_family_policy: _Optional[str] = ..., internal_traffic_policy: _Optional[str] = ...) -> None: ...
+
+class ServiceStatus(_message.Message):
+    __slots__ = ("conditions",)
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    conditions: _containers.RepeatedCompositeFieldContainer[Condition]
+    def __init__(self, conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ...) -> None: ...
+
+class Service(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: ServiceSpec
+    status: ServiceStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[ServiceSpec, _Mapping]] = ..., status: _Optional[_Union[ServiceStatus, _Mapping]] = ...) -> None: ...
+
+class ReplicaSetSpec(_message.Message):
+    __slots__ = ("replicas", "min_ready_seconds", "selector", "template")
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    MIN_READY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    replicas: int
+    min_ready_seconds: int
+    selector: LabelSelector
+    template: PodTemplateSpec
+    def __init__(self, replicas: _Optional[int] = ..., min_ready_seconds: _Optional[int] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., template: _Optional[_Union[PodTemplateSpec, _Mapping]] = ...) -> None: ...
+
+class ReplicaSetCondition(_message.Message):
+    __slots__ = ("type", "status", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ReplicaSetStatus(_message.Message):
+    __slots__ = ("replicas", "fully_labeled_replicas", "ready_replicas", "available_replicas", "observed_generation", "conditions", "terminating_replicas")
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    FULLY_LABELED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    READY_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    TERMINATING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    replicas: int
+    fully_labeled_replicas: int
+    ready_replicas: int
+    available_replicas: int
+    observed_generation: int
+    conditions: _containers.RepeatedCompositeFieldContainer[ReplicaSetCondition]
+    terminating_replicas: int
+    def __init__(self, replicas: _Optional[int] = ..., fully_labeled_replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., available_replicas: _Optional[int] = ..., observed_generation: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[ReplicaSetCondition, _Mapping]]] = ..., terminating_replicas: _Optional[int] = ...) -> None: ...
+
+class ReplicaSet(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: ReplicaSetSpec
+    status: ReplicaSetStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[ReplicaSetSpec, _Mapping]] = ..., status: _Optional[_Union[ReplicaSetStatus, _Mapping]] = ...) -> None: ...
+
+class RollingUpdateDeployment(_message.Message):
+    __slots__ = ("max_unavailable", "max_surge")
+    MAX_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SURGE_FIELD_NUMBER: _ClassVar[int]
+    max_unavailable: _struct_pb2.Value
+    max_surge: _struct_pb2.Value
+    def __init__(self, max_unavailable: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_surge: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class DeploymentStrategy(_message.Message):
+    __slots__ = ("type", "rolling_update")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ROLLING_UPDATE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    rolling_update: RollingUpdateDeployment
+    def __init__(self, type: _Optional[str] = ..., rolling_update: _Optional[_Union[RollingUpdateDeployment, _Mapping]] = ...) -> None: ...
+
+class DeploymentSpec(_message.Message):
+    __slots__ = ("replicas", "selector", "template", "strategy", "min_ready_seconds", "revision_history_limit", "paused", "progress_deadline_seconds")
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MIN_READY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_DEADLINE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    replicas: int
+    selector: LabelSelector
+    template: PodTemplateSpec
+    strategy: DeploymentStrategy
+    min_ready_seconds: int
+    revision_history_limit: int
+    paused: bool
+    progress_deadline_seconds: int
+    def __init__(self, replicas: _Optional[int] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., template: _Optional[_Union[PodTemplateSpec, _Mapping]] = ..., strategy: _Optional[_Union[DeploymentStrategy, _Mapping]] = ..., min_ready_seconds: _Optional[int] = ..., revision_history_limit: _Optional[int] = ..., paused: _Optional[bool] = ..., progress_deadline_seconds: _Optional[int] = ...) -> None: ...
+
+class DeploymentCondition(_message.Message):
+    __slots__ = ("type", "status", "last_update_time", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    last_update_time: str
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., last_update_time: _Optional[str] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class DeploymentStatus(_message.Message):
+    __slots__ = ("observed_generation", "replicas", "updated_replicas", "ready_replicas", "available_replicas", "unavailable_replicas", "conditions", "collision_count", "terminating_replicas")
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    READY_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    COLLISION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TERMINATING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    observed_generation: int
+    replicas: int
+    updated_replicas: int
+    ready_replicas: int
+    available_replicas: int
+    unavailable_replicas: int
+    conditions: _containers.RepeatedCompositeFieldContainer[DeploymentCondition]
+    collision_count: int
+    terminating_replicas: int
+    def __init__(self, observed_generation: _Optional[int] = ..., replicas: _Optional[int] = ..., updated_replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., available_replicas: _Optional[int] = ..., unavailable_replicas: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[DeploymentCondition, _Mapping]]] = ..., collision_count: _Optional[int] = ..., terminating_replicas: _Optional[int] = ...) -> None: ...
+
+class Deployment(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: DeploymentSpec
+    status: DeploymentStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[DeploymentSpec, _Mapping]] = ..., status: _Optional[_Union[DeploymentStatus, _Mapping]] = ...) -> None: ...
+
+class RollingUpdateDaemonSet(_message.Message):
+    __slots__ = ("max_unavailable", "max_surge")
+    MAX_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SURGE_FIELD_NUMBER: _ClassVar[int]
+    max_unavailable: _struct_pb2.Value
+    max_surge: _struct_pb2.Value
+    def __init__(self, max_unavailable: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., max_surge: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class DaemonSetUpdateStrategy(_message.Message):
+    __slots__ = ("type", "rolling_update")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ROLLING_UPDATE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    rolling_update: RollingUpdateDaemonSet
+    def __init__(self, type: _Optional[str] = ..., rolling_update: _Optional[_Union[RollingUpdateDaemonSet, _Mapping]] = ...) -> None: ...
+
+class DaemonSetSpec(_message.Message):
+    __slots__ = ("selector", "template", "update_strategy", "min_ready_seconds", "revision_history_limit")
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MIN_READY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_HISTORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    selector: LabelSelector
+    template: PodTemplateSpec
+    update_strategy: DaemonSetUpdateStrategy
+    min_ready_seconds: int
+    revision_history_limit: int
+    def __init__(self, selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., template: _Optional[_Union[PodTemplateSpec, _Mapping]] = ..., update_strategy: _Optional[_Union[DaemonSetUpdateStrategy, _Mapping]] = ..., min_ready_seconds: _Optional[int] = ..., revision_history_limit: _Optional[int] = ...) -> None: ...
+
+class DaemonSetCondition(_message.Message):
+    __slots__ = ("type", "status", "last_transition_time", "reason", "message")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANSITION_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    status: str
+    last_transition_time: str
+    reason: str
+    message: str
+    def __init__(self, type: _Optional[str] = ..., status: _Optional[str] = ..., last_transition_time: _Optional[str] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class DaemonSetStatus(_message.Message):
+    __slots__ = ("current_number_scheduled", "number_misscheduled", "desired_number_scheduled", "number_ready", "observed_generation", "updated_number_scheduled", "number_available", "number_unavailable", "collision_count", "conditions")
+    CURRENT_NUMBER_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_MISSCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_NUMBER_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_READY_FIELD_NUMBER: _ClassVar[int]
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_NUMBER_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    COLLISION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    current_number_scheduled: int
+    number_misscheduled: int
+    desired_number_scheduled: int
+    number_ready: int
+    observed_generation: int
+    updated_number_scheduled: int
+    number_available: int
+    number_unavailable: int
+    collision_count: int
+    conditions: _containers.RepeatedCompositeFieldContainer[DaemonSetCondition]
+    def __init__(self, current_number_scheduled: _Optional[int] = ..., number_misscheduled: _Optional[int] = ..., desired_number_scheduled: _Optional[int] = ..., number_ready: _Optional[int] = ..., observed_generation: _Optional[int] = ..., updated_number_scheduled: _Optional[int] = ..., number_available: _Optional[int] = ..., number_unavailable: _Optional[int] = ..., collision_count: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[DaemonSetCondition, _Mapping]]] = ...) -> None: ...
+
+class DaemonSet(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: DaemonSetSpec
+    status: DaemonSetStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[DaemonSetSpec, _Mapping]] = ..., status: _Optional[_Union[DaemonSetStatus, _Mapping]] = ...) -> None: ...
+
+class PodDisruptionBudgetSpec(_message.Message):
+    __slots__ = ("min_available", "selector", "max_unavailable", "unhealthy_pod_eviction_policy")
+    MIN_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    MAX_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    UNHEALTHY_POD_EVICTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    min_available: _struct_pb2.Value
+    selector: LabelSelector
+    max_unavailable: _struct_pb2.Value
+    unhealthy_pod_eviction_policy: str
+    def __init__(self, min_available: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., selector: _Optional[_Union[LabelSelector, _Mapping]] = ..., max_unavailable: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., unhealthy_pod_eviction_policy: _Optional[str] = ...) -> None: ...
+
+class PodDisruptionBudgetStatus(_message.Message):
+    __slots__ = ("observed_generation", "disrupted_pods", "disruptions_allowed", "current_healthy", "desired_healthy", "expected_pods", "conditions")
+    class DisruptedPodsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    OBSERVED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    DISRUPTED_PODS_FIELD_NUMBER: _ClassVar[int]
+    DISRUPTIONS_ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    DESIRED_HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_PODS_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    observed_generation: int
+    disrupted_pods: _containers.ScalarMap[str, str]
+    disruptions_allowed: int
+    current_healthy: int
+    desired_healthy: int
+    expected_pods: int
+    conditions: _containers.RepeatedCompositeFieldContainer[Condition]
+    def __init__(self, observed_generation: _Optional[int] = ..., disrupted_pods: _Optional[_Mapping[str, str]] = ..., disruptions_allowed: _Optional[int] = ..., current_healthy: _Optional[int] = ..., desired_healthy: _Optional[int] = ..., expected_pods: _Optional[int] = ..., conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ...) -> None: ...
+
+class PodDisruptionBudget(_message.Message):
+    __slots__ = ("api_version", "kind", "metadata", "spec", "status")
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    api_version: str
+    kind: str
+    metadata: ObjectMeta
+    spec: PodDisruptionBudgetSpec
+    status: PodDisruptionBudgetStatus
+    def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[ObjectMeta, _Mapping]] = ..., spec: _Optional[_Union[PodDisruptionBudgetSpec, _Mapping]] = ..., status: _Optional[_Union[PodDisruptionBudgetStatus, _Mapping]] = ...) -> None: ...
+
 class Object(_message.Message):
-    __slots__ = ("pod", "node", "lease", "event", "priority_class")
+    __slots__ = ("pod", "node", "lease", "event", "priority_class", "namespace", "service", "replica_set", "deployment", "daemon_set", "pod_disruption_budget")
     POD_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_SET_FIELD_NUMBER: _ClassVar[int]
+    DEPLOYMENT_FIELD_NUMBER: _ClassVar[int]
+    DAEMON_SET_FIELD_NUMBER: _ClassVar[int]
+    POD_DISRUPTION_BUDGET_FIELD_NUMBER: _ClassVar[int]
     pod: Pod
     node: Node
     lease: Lease
     event: Event
     priority_class: PriorityClass
-    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., node: _Optional[_Union[Node, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., priority_class: _Optional[_Union[PriorityClass, _Mapping]] = ...) -> None: ...
+    namespace: Namespace
+    service: Service
+    replica_set: ReplicaSet
+    deployment: Deployment
+    daemon_set: DaemonSet
+    pod_disruption_budget: PodDisruptionBudget
+    def __init__(self, pod: _Optional[_Union[Pod, _Mapping]] = ..., node: _Optional[_Union[Node, _Mapping]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., event: _Optional[_Union[Event, _Mapping]] = ..., priority_class: _Optional[_Union[PriorityClass, _Mapping]] = ..., namespace: _Optional[_Union[Namespace, _Mapping]] = ..., service: _Optional[_Union[Service, _Mapping]] = ..., replica_set: _Optional[_Union[ReplicaSet, _Mapping]] = ..., deployment: _Optional[_Union[Deployment, _Mapping]] = ..., daemon_set: _Optional[_Union[DaemonSet, _Mapping]] = ..., pod_disruption_budget: _Optional[_Union[PodDisruptionBudget, _Mapping]] = ...) -> None: ...
 
 class FenceToken(_message.Message):
     __slots__ = ("lease_namespace", "lease_name", "holder_identity", "lease_transitions")
@@ -1010,20 +1436,26 @@ class WriteRequest(_message.Message):
     def __init__(self, object: _Optional[_Union[Object, _Mapping]] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("resource", "namespace", "name", "resource_version", "uid", "fence")
+    __slots__ = ("resource", "namespace", "name", "resource_version", "uid", "fence", "grace_period_seconds", "propagation_policy", "dry_run")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     resource: str
     namespace: str
     name: str
     resource_version: str
     uid: str
     fence: FenceToken
-    def __init__(self, resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., resource_version: _Optional[str] = ..., uid: _Optional[str] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
+    grace_period_seconds: int
+    propagation_policy: str
+    dry_run: bool
+    def __init__(self, resource: _Optional[str] = ..., namespace: _Optional[str] = ..., name: _Optional[str] = ..., resource_version: _Optional[str] = ..., uid: _Optional[str] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ..., grace_period_seconds: _Optional[int] = ..., propagation_policy: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class BindRequest(_message.Message):
     __slots__ = ("binding", "fence")
@@ -1034,11 +1466,19 @@ class BindRequest(_message.Message):
     def __init__(self, binding: _Optional[_Union[Binding, _Mapping]] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
 
 class EvictRequest(_message.Message):
-    __slots__ = ("namespace", "name", "fence")
+    __slots__ = ("namespace", "name", "fence", "grace_period_seconds", "dry_run", "resource_version", "uid")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     fence: FenceToken
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
+    grace_period_seconds: int
+    dry_run: bool
+    resource_version: str
+    uid: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ..., grace_period_seconds: _Optional[int] = ..., dry_run: _Optional[bool] = ..., resource_version: _Optional[str] = ..., uid: _Optional[str] = ...) -> None: ...

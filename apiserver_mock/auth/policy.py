@@ -94,6 +94,9 @@ POLICY: tuple[Grant, ...] = (
         user="system:kube-scheduler",
         rules=(
             Rule(READ, ("pods", "nodes", "priorityclasses", "leases", "events")),
+            # What its plugins read: spreading's default selectors (services, replicasets),
+            # namespaceSelector terms (namespaces), PDB-aware preemption (poddisruptionbudgets).
+            Rule(READ, ("namespaces", "services", "replicasets", "poddisruptionbudgets")),
             Rule(("create",), ("pods/binding",)),
             Rule(("update",), ("pods/status",)),
             Rule(("delete",), ("pods",)),
@@ -107,7 +110,8 @@ POLICY: tuple[Grant, ...] = (
         group="kse:workloads",
         rules=(
             Rule(("create", "delete", *READ), ("pods",)),
-            Rule(READ, ("nodes",)),
+            Rule(READ, ("nodes", "namespaces")),
+            Rule(ALL_VERBS, ("deployments", "replicasets", "daemonsets", "services", "poddisruptionbudgets")),
         ),
     ),
     Grant(user="kse:chaos", rules=(Rule(READ, (ANY,)), Rule(("delete",), ("pods",)))),

@@ -24,10 +24,9 @@ _SUBRESOURCE_ROWS: dict[str, tuple[str, list[str], str, str]] = {
     "eviction": ("Eviction", ["create"], "policy", "v1"),
     "status": ("", ["get", "patch", "update"], "", ""),
 }
-# Groups served with no resources of their own. None: policy/v1 (whose Eviction pods/eviction
-# takes) is not listed, because an empty APIResourceList makes discovery clients report the group
-# as failed ("received empty response for: policy/v1"); `kubectl drain` then deletes instead of
-# evicting, which kse's eviction (a delete without disruption budgets) is anyway.
+# Groups served with no resources of their own (none: policy/v1, whose Eviction pods/eviction
+# takes, is listed through PodDisruptionBudget; an empty APIResourceList would make discovery
+# clients report the group as failed, and `kubectl drain` would then delete instead of evicting).
 EXTRA_GROUP_VERSIONS: tuple[str, ...] = ()
 
 

@@ -48,6 +48,7 @@ _SCALARS = frozenset(
     }
 )
 _STRUCT = struct_pb2.Struct.DESCRIPTOR.full_name
+_VALUE = struct_pb2.Value.DESCRIPTOR.full_name
 
 _converters: dict[str, Callable[[Message], dict[str, Any]] | None] = {}
 
@@ -96,7 +97,7 @@ def _message_converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]] 
 
 
 def _supported(desc: Descriptor, seen: set[str]) -> bool:
-    if desc.full_name == _STRUCT or desc.full_name in seen:
+    if desc.full_name in (_STRUCT, _VALUE) or desc.full_name in seen:
         return True
     if desc.full_name.startswith("google.protobuf."):
         return False
@@ -147,6 +148,8 @@ def _value_converter(fd: FieldDescriptor) -> Convert:
         return _identity
     if fd.message_type.full_name == _STRUCT:
         return _struct
+    if fd.message_type.full_name == _VALUE:
+        return _value
     convert = _message_converter(fd.message_type)
     assert convert is not None  # _supported checked the whole tree of the outer type
     return convert
@@ -169,5 +172,9 @@ def _value(v: struct_pb2.Value) -> Any:
         return None
     if which == "list_value":
         return [_value(x) for x in v.list_value.values]
-    # Numbers (and an unset Value, which json_format refuses) keep json_format's own rules.
+    if which == "number_value":
+        # IntOrString (maxSurge: 1) is an integer in Kubernetes' JSON; json_format would write 1.0.
+        n = v.number_value
+        return int(n) if n.is_integer() else n
+    # An unset Value, which json_format refuses, keeps json_format's own rules.
     return json_format.MessageToDict(v)

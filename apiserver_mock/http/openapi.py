@@ -51,6 +51,7 @@ _TIME = f"{_META}.Time"
 _MICRO_TIME = f"{_META}.MicroTime"
 _FIELDS_V1 = f"{_META}.FieldsV1"
 _PATCH = f"{_META}.Patch"
+_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _STATUS = f"{_META}.Status"
 
 # Messages of meta/v1 (apimachinery); every other message lives in the package of the first kind
@@ -63,8 +64,11 @@ _META_MESSAGES = frozenset(
         "LabelSelector",
         "LabelSelectorRequirement",
         "ManagedFieldsEntry",
+        "Condition",
     }
 )
+# core/v1 messages that the apps/v1 kinds reach first (their definition stays core's, as upstream).
+_CORE_MESSAGES = frozenset({"PodTemplateSpec"})
 
 # Fields whose proto type (a string, a map of strings) stands for an upstream named type: the
 # quantity maps are the manifest decoder's (`QUANTITY_MAPS`), the times are these.
@@ -85,7 +89,7 @@ _TIMES: dict[tuple[str, str], str] = {
     ("kse.v1.LeaseSpec", "renewTime"): _MICRO_TIME,
 }
 # A proto message standing for an upstream type that is not a message of ours.
-_WELL_KNOWN = {"google.protobuf.Struct": _FIELDS_V1}
+_WELL_KNOWN = {"google.protobuf.Struct": _FIELDS_V1, "google.protobuf.Value": _INT_OR_STRING}
 # Where one proto message serves two upstream types (Affinity.podAntiAffinity is PodAntiAffinity).
 _RENAMED_FIELDS = {("kse.v1.Affinity", "podAntiAffinity"): "PodAntiAffinity"}
 
@@ -95,6 +99,15 @@ _KIND_DESCRIPTIONS = {
     "Lease": "Lease is a lease used for leader election (kube-system/kube-scheduler) and fencing.",
     "Event": "Event is a report of an event somewhere in the cluster (core/v1 shape).",
     "PriorityClass": "PriorityClass maps a priority class name to the integer priority of its pods.",
+    "Namespace": "Namespace provides a scope for Names.",
+    "Service": "Service is a named abstraction of software service; kse stores it (selectors for spreading).",
+    "ReplicaSet": "ReplicaSet ensures that a specified number of pod replicas are running at any given time.",
+    "Deployment": "Deployment enables declarative updates for Pods and ReplicaSets.",
+    "DaemonSet": "DaemonSet represents the configuration of a daemon set: one pod per eligible node.",
+    "PodDisruptionBudget": (
+        "PodDisruptionBudget is an object to define the max disruption that can be caused to a "
+        "collection of pods"
+    ),
 }
 _COMMON_FIELDS = {
     "apiVersion": "APIVersion defines the versioned schema of this representation of an object.",
@@ -119,6 +132,11 @@ _FIXED: dict[str, dict[str, Any]] = {
         "type": "object",
     },
     _PATCH: {"description": "A patch document of one of the PATCH content types.", "type": "object"},
+    _INT_OR_STRING: {
+        "description": "IntOrString is a type that can hold an int32 or a string.",
+        "type": "string",
+        "format": "int-or-string",
+    },
 }
 
 _INTS = {
@@ -168,7 +186,12 @@ def _names() -> dict[str, str]:
     def visit(desc: Descriptor, package: str, name: str) -> None:
         if desc.full_name in out or desc.full_name in _WELL_KNOWN:
             return
-        out[desc.full_name] = f"{_META}.{desc.name}" if desc.name in _META_MESSAGES else f"{package}.{name}"
+        if desc.name in _META_MESSAGES:
+            out[desc.full_name] = f"{_META}.{desc.name}"
+        elif desc.name in _CORE_MESSAGES:
+            out[desc.full_name] = f"io.k8s.api.core.v1.{desc.name}"
+        else:
+            out[desc.full_name] = f"{package}.{name}"
         for fd in desc.fields:
             sub = fd.message_type
             if sub is not None and not sub.GetOptions().map_entry:

@@ -16,7 +16,16 @@ from apiserver_mock.errors import NotFound
 from kse.objects.kinds import BY_RESOURCE, Kind
 
 # Subresources served, per resource (everything else under a name is 404).
-SUBRESOURCES: dict[str, tuple[str, ...]] = {"pods": ("binding", "status", "eviction"), "nodes": ("status",)}
+SUBRESOURCES: dict[str, tuple[str, ...]] = {
+    "pods": ("binding", "status", "eviction"),
+    "nodes": ("status",),
+    "namespaces": ("status",),
+    "services": ("status",),
+    "replicasets": ("status",),
+    "deployments": ("status",),
+    "daemonsets": ("status",),
+    "poddisruptionbudgets": ("status",),
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +52,14 @@ def parse(path: str) -> Target | None:
     else:
         return None
     namespace = ""
-    if rest[0] == "namespaces" and len(rest) >= 3:
+    # /api/v1/namespaces/NAME/status is the Namespace's own subresource, not a resource in NAME.
+    namespace_subresource = (
+        group_version == "v1"
+        and len(rest) == 3
+        and rest[0] == "namespaces"
+        and rest[2] in SUBRESOURCES["namespaces"]
+    )
+    if rest[0] == "namespaces" and len(rest) >= 3 and not namespace_subresource:
         namespace, rest = rest[1], rest[2:]
     resource, name, sub = rest[0], "", ""
     if len(rest) >= 2:

@@ -9,94 +9,17 @@ are what `kubectl get -o wide` adds. Rows carry the object as PartialObjectMetad
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from apiserver_mock.http.codec import BadRequest
-from kse.objects.timeutil import to_epoch
+from apiserver_mock.http.tables_apps import APPS_COLUMNS
+from apiserver_mock.http.tables_cells import NONE, STD, Column, Obj, human_duration, since
+from apiserver_mock.http.tables_cells import age as _age
+from apiserver_mock.http.tables_cells import get as _get
+from apiserver_mock.http.tables_cells import name as _name
+from apiserver_mock.http.tables_cells import or_none as _or_none
 
-Obj = dict[str, Any]
-NONE = "<none>"
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    cell: Callable[[Obj], Any]
-    type: str = "string"
-    format: str = ""
-    priority: int = 0
-    description: str = ""
-
-    def definition(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "format": self.format,
-            "description": self.description,
-            "priority": self.priority,
-        }
-
-
-def human_duration(seconds: float) -> str:
-    """`k8s.io/apimachinery/pkg/util/duration.HumanDuration`: 5s, 3m20s, 5h, 3d4h, 2y."""
-    s = int(seconds)
-    if s < 0:
-        return "<invalid>"
-    if s < 120:
-        return f"{s}s"
-    m = s // 60
-    if m < 10:
-        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
-    if m < 180:
-        return f"{m}m"
-    h = s // 3600
-    if h < 8:
-        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
-    if h < 48:
-        return f"{h}h"
-    if h < 192:
-        return f"{h // 24}d{h % 24}h" if h % 24 else f"{h // 24}d"
-    if h < 24 * 365 * 2:
-        return f"{h // 24}d"
-    if h < 24 * 365 * 8:
-        y = h // (24 * 365)
-        d = (h // 24) % 365
-        return f"{y}y{d}d" if d else f"{y}y"
-    return f"{h // (24 * 365)}y"
-
-
-def since(ts: str | None) -> str:
-    """translateTimestampSince: the age of an RFC 3339 time, or <unknown>."""
-    if not ts:
-        return "<unknown>"
-    try:
-        return human_duration(time.time() - to_epoch(ts))
-    except ValueError:
-        return "<unknown>"
-
-
-def _get(o: Obj, *path: str) -> Any:
-    for p in path:
-        if not isinstance(o, dict):
-            return None
-        o = o.get(p)  # type: ignore[assignment]
-    return o
-
-
-def _name(o: Obj) -> str:
-    return str(_get(o, "metadata", "name") or "")
-
-
-def _age(o: Obj) -> str:
-    return since(_get(o, "metadata", "creationTimestamp"))
-
-
-def _or_none(value: Any) -> str:
-    return str(value) if value else NONE
-
+__all__ = ["COLUMNS", "Column", "human_duration", "since", "table"]
 
 # ---------------------------------------------------------------- pods (printPod)
 
@@ -189,7 +112,6 @@ def _event_source(o: Obj) -> str:
     return f"{comp}, {host}" if host else str(comp)
 
 
-STD = "Standard object's metadata."
 COLUMNS: dict[str, tuple[Column, ...]] = {
     "pods": (
         Column("Name", _name, format="name", description="Name must be unique within a namespace."),
@@ -354,6 +276,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
             description="preemptionPolicy is the Policy for preempting pods with lower priority.",
         ),
     ),
+    **APPS_COLUMNS,
 }
 DEFAULT_COLUMNS = (
     Column("Name", _name, format="name", description=STD),

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from google.protobuf.message import Message
 
 from apiserver_mock.errors import invalid
+from apiserver_mock.registry.defaults import DEFAULTERS
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.others import SYSTEM_PRIORITY_CLASSES
 from kse.objects.kinds import BY_FIELD, Kind
@@ -179,12 +180,44 @@ class PriorityClassStrategy(Strategy):
                 raise invalid(BY_FIELD["priority_class"], pc.metadata.name, errs.items)
 
 
+class DefaultedStrategy(Strategy):
+    """A kind with a status subresource and SetDefaults_* defaults (workloads, Service, Namespace, PDB)."""
+
+    has_status = True
+
+    def __init__(self, field: str) -> None:
+        self._defaults = DEFAULTERS.get(field)
+
+    def prepare_for_create(self, kind: Kind, msg: Message) -> None:
+        super().prepare_for_create(kind, msg)
+        if kind.field != "namespace":  # a controller's status starts empty (PrepareForCreate)
+            msg.status.Clear()  # type: ignore[attr-defined]
+        if self._defaults is not None:
+            self._defaults(msg)
+
+    def prepare_for_update(self, kind: Kind, new: Message, old: Message) -> None:
+        super().prepare_for_update(kind, new, old)
+        if self._defaults is not None:
+            self._defaults(new)
+
+
 STRATEGIES: dict[str, Strategy] = {
     "pod": PodStrategy(),
     "node": NodeStrategy(),
     "lease": Strategy(),
     "event": Strategy(),
     "priority_class": PriorityClassStrategy(),
+    **{
+        field: DefaultedStrategy(field)
+        for field in (
+            "namespace",
+            "service",
+            "replica_set",
+            "deployment",
+            "daemon_set",
+            "pod_disruption_budget",
+        )
+    },
 }
 
 

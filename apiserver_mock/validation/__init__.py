@@ -23,6 +23,15 @@ from apiserver_mock.validation.others import (
 )
 from apiserver_mock.validation.pod import validate_binding, validate_pod, validate_pod_spec_update
 from apiserver_mock.validation.size import MAX_OBJECT_BYTES, check_size
+from apiserver_mock.validation.workloads import (
+    validate_daemon_set,
+    validate_deployment,
+    validate_namespace,
+    validate_pod_disruption_budget,
+    validate_replica_set,
+    validate_selector_unchanged,
+    validate_service,
+)
 from kse.objects.kinds import Kind
 
 __all__ = [
@@ -42,11 +51,20 @@ OBJECT_VALIDATORS: dict[str, ObjectValidator] = {
     "lease": validate_lease,  # type: ignore[dict-item]
     "event": validate_event,  # type: ignore[dict-item]
     "priority_class": validate_priority_class,  # type: ignore[dict-item]
+    "namespace": validate_namespace,  # type: ignore[dict-item]
+    "service": validate_service,  # type: ignore[dict-item]
+    "replica_set": validate_replica_set,  # type: ignore[dict-item]
+    "deployment": validate_deployment,  # type: ignore[dict-item]
+    "daemon_set": validate_daemon_set,  # type: ignore[dict-item]
+    "pod_disruption_budget": validate_pod_disruption_budget,  # type: ignore[dict-item]
 }
 
 UPDATE_VALIDATORS: dict[str, UpdateValidator] = {
     "pod": lambda errs, new, old: validate_pod_spec_update(errs, new.spec, old.spec),  # type: ignore[attr-defined]
     "priority_class": validate_priority_class_update,  # type: ignore[dict-item]
+    "replica_set": validate_selector_unchanged,
+    "deployment": validate_selector_unchanged,
+    "daemon_set": validate_selector_unchanged,
 }
 
 

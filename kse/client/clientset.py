@@ -492,6 +492,12 @@ class Clientset:
     leases: NamespacedResourceClient[pb.Lease]
     events: NamespacedResourceClient[pb.Event]
     priority_classes: ClusterResourceClient[pb.PriorityClass]
+    namespaces: ClusterResourceClient[pb.Namespace]
+    services: NamespacedResourceClient[pb.Service]
+    replica_sets: NamespacedResourceClient[pb.ReplicaSet]
+    deployments: NamespacedResourceClient[pb.Deployment]
+    daemon_sets: NamespacedResourceClient[pb.DaemonSet]
+    pod_disruption_budgets: NamespacedResourceClient[pb.PodDisruptionBudget]
 
     def __init__(
         self,

@@ -92,6 +92,15 @@ def _priority_class_fields(pc: pb.PriorityClass) -> dict[str, str]:
     return {"metadata.name": pc.metadata.name, "metadata.namespace": ""}
 
 
+def _namespaced_meta_fields(obj: Any) -> dict[str, str]:
+    # The fields every namespaced kind supports (DefaultClusterScopedAttr / ObjectMetaFieldsSet).
+    return {"metadata.name": obj.metadata.name, "metadata.namespace": obj.metadata.namespace}
+
+
+def _namespace_fields(ns: pb.Namespace) -> dict[str, str]:
+    return {"metadata.name": ns.metadata.name, "metadata.namespace": "", "status.phase": ns.status.phase}
+
+
 # Per kind (by its `Object` oneof field): the extractor and the supported field names.
 _EXTRACTORS: dict[str, Callable[[Any], dict[str, str]]] = {
     "pod": _pod_fields,
@@ -99,6 +108,12 @@ _EXTRACTORS: dict[str, Callable[[Any], dict[str, str]]] = {
     "lease": _lease_fields,
     "event": _event_fields,
     "priority_class": _priority_class_fields,
+    "namespace": _namespace_fields,
+    "service": _namespaced_meta_fields,
+    "replica_set": _namespaced_meta_fields,
+    "deployment": _namespaced_meta_fields,
+    "daemon_set": _namespaced_meta_fields,
+    "pod_disruption_budget": _namespaced_meta_fields,
 }
 
 SUPPORTED_FIELDS: dict[str, tuple[str, ...]] = {
@@ -107,6 +122,11 @@ SUPPORTED_FIELDS: dict[str, tuple[str, ...]] = {
     "Lease": tuple(_lease_fields(pb.Lease())),
     "Event": tuple(_event_fields(pb.Event())),
     "PriorityClass": tuple(_priority_class_fields(pb.PriorityClass())),
+    "Namespace": tuple(_namespace_fields(pb.Namespace())),
+    **{
+        kind: ("metadata.name", "metadata.namespace")
+        for kind in ("Service", "ReplicaSet", "Deployment", "DaemonSet", "PodDisruptionBudget")
+    },
 }
 
 
@@ -144,6 +164,18 @@ _GETTERS: dict[str, dict[str, Callable[[Any], str]]] = {
     "priority_class": {
         "metadata.name": lambda x: x.metadata.name,
         "metadata.namespace": lambda x: "",
+    },
+    "namespace": {
+        "metadata.name": lambda x: x.metadata.name,
+        "metadata.namespace": lambda x: "",
+        "status.phase": lambda x: x.status.phase,
+    },
+    **{
+        field: {
+            "metadata.name": lambda x: x.metadata.name,
+            "metadata.namespace": lambda x: x.metadata.namespace,
+        }
+        for field in ("service", "replica_set", "deployment", "daemon_set", "pod_disruption_budget")
     },
 }
 

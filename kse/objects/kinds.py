@@ -46,6 +46,20 @@ KINDS: tuple[Kind, ...] = (
         pb.PriorityClass,
         ("pc", "priorityclass"),
     ),
+    Kind("namespaces", "Namespace", "v1", False, "namespace", pb.Namespace, ("ns", "namespace")),
+    Kind("services", "Service", "v1", True, "service", pb.Service, ("svc", "service")),
+    Kind("replicasets", "ReplicaSet", "apps/v1", True, "replica_set", pb.ReplicaSet, ("rs", "replicaset")),
+    Kind("deployments", "Deployment", "apps/v1", True, "deployment", pb.Deployment, ("deploy", "deployment")),
+    Kind("daemonsets", "DaemonSet", "apps/v1", True, "daemon_set", pb.DaemonSet, ("ds", "daemonset")),
+    Kind(
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        "policy/v1",
+        True,
+        "pod_disruption_budget",
+        pb.PodDisruptionBudget,
+        ("pdb", "poddisruptionbudget"),
+    ),
 )
 
 BY_RESOURCE: dict[str, Kind] = {k.resource: k for k in KINDS}

@@ -100,6 +100,19 @@ LISTS: dict[tuple[str, str], ListMeta] = {
     ("kse.v1.NodeStatus", "addresses"): _by_key("type"),
     ("kse.v1.NodeStatus", "images"): ATOMIC,
     ("kse.v1.ContainerImage", "names"): ATOMIC,
+    # core/v1 Namespace and Service
+    ("kse.v1.NamespaceSpec", "finalizers"): ATOMIC,
+    ("kse.v1.NamespaceStatus", "conditions"): _by_key("type"),
+    # ports: keyed by (port, protocol) for apply, by port for patches.
+    ("kse.v1.ServiceSpec", "ports"): _by_key("port", "protocol"),
+    ("kse.v1.ServiceSpec", "clusterIPs"): ATOMIC,
+    ("kse.v1.ServiceSpec", "ipFamilies"): ATOMIC,
+    ("kse.v1.ServiceStatus", "conditions"): _by_key("type"),
+    # apps/v1 and policy/v1 status conditions
+    ("kse.v1.ReplicaSetStatus", "conditions"): _by_key("type"),
+    ("kse.v1.DeploymentStatus", "conditions"): _by_key("type"),
+    ("kse.v1.DaemonSetStatus", "conditions"): _by_key("type"),
+    ("kse.v1.PodDisruptionBudgetStatus", "conditions"): _by_key("type"),
 }
 
 

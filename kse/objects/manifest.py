@@ -590,6 +590,14 @@ def _coerce_field(item: Any, fd: FieldDescriptor, path: str, walk: _Walk) -> Any
             raise _FieldError(path, f"expected an object, got {_type_name(item)} {_shown(item)}")
         walk.tick(path)
         return item
+    if fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Value":
+        # IntOrString (maxSurge, minAvailable, targetPort): an integer or a string, nothing else.
+        walk.tick(path)
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            if isinstance(item, float) and item.is_integer():
+                return int(item)
+            raise _FieldError(path, f"expected an integer or a string, got {_type_name(item)} {_shown(item)}")
+        return item
     if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
         return _coerce_map(item, fd, path, walk)
     if fd.is_repeated:
@@ -842,6 +850,12 @@ def _ints_back(data: dict[str, Any], desc: Descriptor) -> None:
             elif value_fd.type in _INT64_TYPES:
                 for k in item:
                     item[k] = int(item[k])
+        elif fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Value":
+            # IntOrString fields: json_format writes every number as a float ("maxSurge: 1.0").
+            if isinstance(item, float) and item.is_integer():
+                data[key] = int(item)
+        elif fd.message_type is not None and fd.message_type.full_name.startswith("google.protobuf."):
+            continue  # Struct (fieldsV1) is plain JSON already
         elif fd.message_type is not None:
             for element in item if isinstance(item, list) else [item]:
                 _ints_back(element, fd.message_type)

@@ -32,7 +32,42 @@ def sample(kind: Kind, name: str) -> pb.Object:
     if kind.field == "event":
         meta.namespace = "default"
         return pb.Object(event=pb.Event(metadata=meta, reason="Scheduled", type="Normal", count=1))
-    return pb.Object(priority_class=pb.PriorityClass(metadata=meta, value=100))
+    if kind.field == "priority_class":
+        return pb.Object(priority_class=pb.PriorityClass(metadata=meta, value=100))
+    if kind.field == "namespace":
+        return pb.Object(namespace=pb.Namespace(metadata=meta))
+    meta.namespace = "default"
+    if kind.field == "service":
+        port = pb.ServicePort(port=80)
+        return pb.Object(
+            service=pb.Service(metadata=meta, spec=pb.ServiceSpec(selector={"app": "crud"}, ports=[port]))
+        )
+    if kind.field == "pod_disruption_budget":
+        pdb = pb.PodDisruptionBudget(metadata=meta)
+        pdb.spec.min_available.number_value = 1
+        pdb.spec.selector.match_labels["app"] = "crud"
+        return pb.Object(pod_disruption_budget=pdb)
+    template = pb.PodTemplateSpec(
+        metadata=pb.ObjectMeta(labels={"app": "crud"}),
+        spec=pb.PodSpec(containers=[pb.Container(name="c", image="nginx")]),
+    )
+    selector = pb.LabelSelector(match_labels={"app": "crud"})
+    if kind.field == "replica_set":
+        return pb.Object(
+            replica_set=pb.ReplicaSet(
+                metadata=meta, spec=pb.ReplicaSetSpec(selector=selector, template=template)
+            )
+        )
+    if kind.field == "deployment":
+        return pb.Object(
+            deployment=pb.Deployment(
+                metadata=meta, spec=pb.DeploymentSpec(selector=selector, template=template)
+            )
+        )
+    assert kind.field == "daemon_set", kind
+    return pb.Object(
+        daemon_set=pb.DaemonSet(metadata=meta, spec=pb.DaemonSetSpec(selector=selector, template=template))
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.resource)

@@ -131,7 +131,7 @@ metadata:
 value: 1000000
 ---
 apiVersion: apps/v1
-kind: Deployment
+kind: StatefulSet
 metadata:
   name: web
 spec:
@@ -150,7 +150,7 @@ spec:
     r = await kse("apply", "-f", "-", "--config", config, stdin=stream)
     assert r.code == 1
     assert r.out.splitlines() == ["priorityclass.scheduling.k8s.io/high created", "pod/p1 created"]
-    assert "document 2" in r.err and "Deployment" in r.err
+    assert "document 2" in r.err and "StatefulSet" in r.err
     r = await kse("get", "pods", "-A", "--config", config)
     assert r.out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
     assert r.out.splitlines()[1].split()[:2] == ["team", "p1"]

@@ -28,7 +28,8 @@ async def test_discovery_and_version(apiserver: ApiServer):
             "events",
         } <= names
         code, body, _ = await http.call("GET", "/apis")
-        assert {g["name"] for g in body["groups"]} == {"coordination.k8s.io", "scheduling.k8s.io"}
+        groups = {g["name"] for g in body["groups"]}
+        assert groups == {"coordination.k8s.io", "scheduling.k8s.io", "apps", "policy"}
         code, body, _ = await http.call("GET", "/apis/coordination.k8s.io/v1")
         assert [r["name"] for r in body["resources"]] == ["leases"]
         code, body, _ = await http.call("GET", "/version")
@@ -103,9 +104,9 @@ async def test_crud_and_errors(apiserver: ApiServer):
         code, body, _ = await http.call("POST", NS_PODS, raw=b" " * (4 * 1024 * 1024))
         assert (code, body["reason"]) == (413, "RequestEntityTooLarge")
         # Unknown resource / path: 404 Status.
-        code, body, _ = await http.call("GET", "/api/v1/namespaces/default/deployments")
+        code, body, _ = await http.call("GET", "/api/v1/namespaces/default/statefulsets")
         assert (code, body["reason"]) == (404, "NotFound")
-        code, body, _ = await http.call("GET", "/apis/apps/v1")
+        code, body, _ = await http.call("GET", "/apis/batch/v1")
         assert code == 404
 
         # generateName

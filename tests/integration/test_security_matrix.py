@@ -79,6 +79,18 @@ def manifest(resource: str, namespace: str, name: str, node: str = "") -> dict[s
         obj |= {"reason": "Matrix", "type": "Normal", "involvedObject": {"kind": "Node", "name": "node-a"}}
     elif resource == "priorityclasses":
         obj["value"] = 5
+    elif resource == "services":
+        obj["spec"] = {"selector": {"app": name}, "ports": [{"port": 80}]}
+    elif resource == "poddisruptionbudgets":
+        obj["spec"] = {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}}
+    elif resource in ("replicasets", "deployments", "daemonsets"):
+        template = {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        }
+        obj["spec"] = {"selector": {"matchLabels": {"app": name}}, "template": template}
+        if resource != "daemonsets":
+            obj["spec"]["replicas"] = 0
     return obj
 
 

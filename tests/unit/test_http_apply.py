@@ -271,7 +271,7 @@ def test_the_inputs_are_not_modified() -> None:
         (_config(), "", "fieldManager: Required value"),
         ([], "m", "must be an object"),
         ({"kind": "Pod"}, "m", "apiVersion: Required value"),
-        ({"apiVersion": "apps/v1", "kind": "Deployment"}, "m", 'kind: Unsupported value: "Deployment"'),
+        ({"apiVersion": "apps/v1", "kind": "StatefulSet"}, "m", 'kind: Unsupported value: "StatefulSet"'),
         ({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "p"}}, "m", "kind: Invalid value"),
         (
             {**_config(), "apiVersion": "v2"},

@@ -175,7 +175,13 @@ def test_every_reference_resolves() -> None:
 
 def test_v3_index_names_every_group_version_with_its_hash() -> None:
     index = openapi.openapi_v3_index("/openapi/v3/")
-    assert set(index["paths"]) == {"api/v1", "apis/coordination.k8s.io/v1", "apis/scheduling.k8s.io/v1"}
+    assert set(index["paths"]) == {
+        "api/v1",
+        "apis/coordination.k8s.io/v1",
+        "apis/scheduling.k8s.io/v1",
+        "apis/apps/v1",
+        "apis/policy/v1",
+    }
     url = index["paths"]["api/v1"]["serverRelativeURL"]
     assert url.startswith("/openapi/v3/api/v1?hash=")
     assert len(url.partition("hash=")[2]) == 128
@@ -195,7 +201,10 @@ def test_v3_documents_per_group_version() -> None:
     lease = openapi.openapi_v3("/apis/coordination.k8s.io/v1")
     assert lease is not None and "io.k8s.api.coordination.v1.Lease" in lease["components"]["schemas"]
     assert f"{CORE}.Pod" not in lease["components"]["schemas"]
-    assert openapi.openapi_v3("apis/apps/v1") is None
+    apps = openapi.openapi_v3("apis/apps/v1")
+    assert apps is not None and "io.k8s.api.apps.v1.Deployment" in apps["components"]["schemas"]
+    assert "io.k8s.api.core.v1.PodTemplateSpec" in apps["components"]["schemas"]
+    assert openapi.openapi_v3("apis/batch/v1") is None
 
 
 def test_patch_operations_advertise_field_validation_for_their_kind() -> None:

@@ -80,9 +80,10 @@ def test_discovery_generated_from_kinds() -> None:
     assert listed["pods/binding"]["verbs"] == ["create"]
     assert (listed["pods/eviction"]["group"], listed["pods/eviction"]["kind"]) == ("policy", "Eviction")
     assert listed["nodes/status"]["kind"] == "Node"
-    assert discovery.resource_list("apps/v1") is None
+    assert discovery.resource_list("batch/v1") is None
     groups = discovery.api_group_list()["groups"]
-    assert [g["name"] for g in groups] == ["coordination.k8s.io", "scheduling.k8s.io"]
+    assert [g["name"] for g in groups] == ["coordination.k8s.io", "scheduling.k8s.io", "apps", "policy"]
+    assert "poddisruptionbudgets" in {r["name"] for r in discovery.resource_list("policy/v1")["resources"]}
     assert discovery.version_info()["gitVersion"] == "v1.34.0-kse"
 
 

@@ -417,8 +417,8 @@ def test_bad_patches_raise_patch_error(patch: dict[str, Any], message: str) -> N
 def test_a_patch_that_is_not_an_object_or_an_unknown_kind_is_refused() -> None:
     with pytest.raises(PatchError, match="must be a JSON object"):
         apply_patch(_pod([]), [], "Pod")  # type: ignore[arg-type]
-    with pytest.raises(PatchError, match='kind "Deployment"'):
-        apply_patch(_pod([]), {}, "Deployment")
+    with pytest.raises(PatchError, match='kind "StatefulSet"'):
+        apply_patch(_pod([]), {}, "StatefulSet")
     assert issubclass(PatchError, ValueError)
 
 

@@ -284,15 +284,15 @@ def test_quantity_whitespace_is_trimmed_as_unmarshaljson() -> None:
 
 
 def test_unsupported_kind_names_source_document_kind_and_supported() -> None:
-    text = POD + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
+    text = POD + "---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: d}\n"
     with pytest.raises(ManifestError) as info:
         load_manifests(text, source="app.yaml")
     err = info.value
     assert str(err).startswith(
-        'app.yaml: document 2: kind "Deployment" (apiVersion "apps/v1") is not supported'
+        'app.yaml: document 2: kind "StatefulSet" (apiVersion "apps/v1") is not supported'
     )
     assert "supported kinds: Pod (v1), Node (v1), Lease (coordination.k8s.io/v1)" in str(err)
-    assert (err.kind, err.api_version, err.document, err.source) == ("Deployment", "apps/v1", 2, "app.yaml")
+    assert (err.kind, err.api_version, err.document, err.source) == ("StatefulSet", "apps/v1", 2, "app.yaml")
 
 
 def test_wrong_api_version_for_a_served_kind() -> None:
@@ -314,10 +314,10 @@ def test_list_item_errors_name_the_item() -> None:
         {
             "apiVersion": "v1",
             "kind": "List",
-            "items": [yaml.safe_load(POD), {"apiVersion": "v1", "kind": "Service"}],
+            "items": [yaml.safe_load(POD), {"apiVersion": "v1", "kind": "ConfigMap"}],
         }
     )
-    with pytest.raises(ManifestError, match=r"document 1: items\[1\]: kind \"Service\""):
+    with pytest.raises(ManifestError, match=r"document 1: items\[1\]: kind \"ConfigMap\""):
         load_manifests(text)
 
 
