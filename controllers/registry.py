@@ -1,0 +1,12 @@
+"""Every controller `kse controller-manager --controllers` can run, by upstream's name.
+
+One line per controller module; the manager imports nothing else to find them.
+"""
+
+from __future__ import annotations
+
+from controllers.base import ControllerFactory
+
+# name -> factory; filled in as each controller module lands (replicaset, deployment, daemonset,
+# disruption, nodelifecycle, taint-eviction-controller, podgc).
+CONTROLLERS: dict[str, ControllerFactory] = {}
