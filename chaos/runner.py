@@ -278,6 +278,7 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
     the clients' rpc-errors files (those in the cluster's run dir and the runner's own; attached,
     only errors from `since` on: the files live as long as the cluster)."""
     from chaos.history import FAULTS_FILE, RPC_ERRORS_GLOB, SNAPSHOT_FILE, WATCH_GLOB, History
+    from chaos.podtimeline import TIMELINE_FILE
 
     history = History.from_files(
         audit=[p for p in audit if p.exists()],
@@ -285,6 +286,7 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
         faults=[chaos_dir / FAULTS_FILE] if (chaos_dir / FAULTS_FILE).exists() else [],
         rpc_errors=sorted({*rpc_dir.glob(RPC_ERRORS_GLOB), *chaos_dir.glob(RPC_ERRORS_GLOB)}),
         snapshot=chaos_dir / SNAPSHOT_FILE,
+        timeline=[chaos_dir / TIMELINE_FILE],
     )
     if since is not None:
         history.rpc_errors = [e for e in history.rpc_errors if e.ts >= since]
@@ -401,6 +403,7 @@ class Drive:
         from chaos.audit_tail import AuditTail
         from chaos.history import FAULTS_FILE, SNAPSHOT_FILE, JsonlWriter, WatchRecorder, write_snapshot
         from chaos.nemesis import Nemesis, NemesisError
+        from chaos.podtimeline import TIMELINE_FILE, PodTimelineRecorder
         from chaos.waits import Waits
         from kse.client.channel import channel_source_from_connection
         from kse.client.clientset import Clientset
@@ -416,10 +419,12 @@ class Drive:
         clientset = Clientset(source, qps=0, burst=1000, user_agent="kse-chaos")
         faults = JsonlWriter(chaos_dir / FAULTS_FILE)
         recorder = WatchRecorder(chaos_dir / WATCH_FILE, "chaos-runner")
+        timeline = PodTimelineRecorder(chaos_dir / TIMELINE_FILE)
         try:
             factory = InformerFactory(clientset, history=recorder)
             pods = factory.informer_for(clientset.pods)
             pods.add_event_handler(self._added, None, None)
+            pods.add_event_handler(timeline.on_add, timeline.on_update, timeline.on_delete)
             nemesis = Nemesis(
                 backend,
                 clientset,
@@ -453,10 +458,20 @@ class Drive:
                     young_s=young_s,
                     say=self.say,
                 )
-            write_snapshot(chaos_dir / SNAPSHOT_FILE, final_pods, nodes, created=self.created.values())
+                pdbs = (await clientset.pod_disruption_budgets.list_all("")).items
+                deployments = (await clientset.deployments.list_all("")).items
+            write_snapshot(
+                chaos_dir / SNAPSHOT_FILE,
+                final_pods,
+                nodes,
+                created=self.created.values(),
+                pdbs=pdbs,
+                deployments=deployments,
+            )
         finally:
             faults.close()
             recorder.close()
+            timeline.close()
             with contextlib.suppress(Exception):
                 await source.close()
             errors_log.close()

@@ -136,6 +136,12 @@ CHECKS: tuple[str, ...] = (
     "no_stale_writes",
     "watch_integrity",
     "no_rotation_rpc_errors",
+    # the drain invariants (chaos.checker.drain_invariants)
+    "no_pdb_violation",
+    "evictions_within_budget",
+    "replacements_bound_once",
+    "no_bind_to_cordoned",
+    "deployments_restored",
 )
 DEFAULT_CHECKS: tuple[str, ...] = CHECKS[:5]
 
