@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="concurrent non-watch HTTP requests before answering 429 (default: %(default)s)",
     )
+    srv.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the watch cache's long-lived objects out of CPython's full collections, whose "
+        "pauses set the watch tail (apiserver_mock/gctuning.py; default: on)",
+    )
     srv.add_argument("--tls-cert", type=Path, help="serving certificate")
     srv.add_argument("--tls-key", type=Path, help="serving key")
     srv.add_argument("--client-ca", type=Path, help="CA bundle client certificates must chain to")
@@ -218,6 +225,7 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         audit_log=args.audit_log,
         http_listen=args.http_listen,
         http_max_inflight=args.http_max_inflight,
+        gc_freeze=args.gc_freeze,
     )
 
 
