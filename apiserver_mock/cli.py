@@ -24,6 +24,7 @@ from kse.durations import PositiveDuration
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
 from kse.flags.argtypes import positive_int as _positive_int
+from kse.flags.failpoint_args import add_failpoint_flags, apply_failpoint_flags
 from kse.flags.logging_args import add_log_level_flag, setup_logging
 
 log = logging.getLogger("apiserver_mock")
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="append one JSON line (kse.audit.AuditRecord) per write request to PATH, before answering",
     )
     add_log_level_flag(p)
+    add_failpoint_flags(p)
     return p
 
 
@@ -282,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging(args.log_level)
+    try:
+        apply_failpoint_flags(args)
+    except ValueError as e:
+        parser.error(f"--failpoints: {e}")
     # A logger *name* (where grpc's aio core logs), not an import of grpc's private modules.
     logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGoneFilter())
     config = config_from_args(parser, args)

@@ -28,6 +28,7 @@ from apiserver_mock.registry import Registry
 from apiserver_mock.registry.reads import Reads
 from apiserver_mock.watchcache.watcher import WatchClosed
 from certs.identity import Identity
+from kse import failpoints
 from kse.etcdclient import CompactedError, EtcdOutcomeUnknownError, EtcdUnavailableError
 from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
@@ -216,6 +217,8 @@ class ResourcesService:
                 f"the write was applied at revision {rev} but its audit record could not be "
                 f"written ({e}); re-read the object"
             ) from e
+        if failpoints.ENABLED:
+            await failpoints.inject("service/before-reply")
         return data, rev
 
     def _unary(self, name: str) -> Callable[[Any, Context], Awaitable[bytes]]:

@@ -266,6 +266,9 @@ class _WatchPrinter:
     def advance(self, resource_version: str) -> None:
         pass
 
+    def rejected(self, events: list[WatchEvent[Message]]) -> None:
+        pass  # a duplicate the reflector refused: nothing to print
+
 
 def _rv(obj: Message) -> str:
     return str(obj.metadata.resource_version)  # type: ignore[attr-defined]

@@ -74,6 +74,7 @@ from kse.flags.connection_args import (
     connection_source,
     rpc_error_log_from_args,
 )
+from kse.flags.failpoint_args import add_failpoint_flags, apply_failpoint_flags
 from kse.flags.logging_args import add_log_level_flag, setup_logging
 from kse.leaderelection import (
     Clock,
@@ -276,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ready-file", type=Path, help='written once serving: {"metrics": "HOST:PORT", "pid": N}'
     )
     add_log_level_flag(p)
+    add_failpoint_flags(p)
     return p
 
 
@@ -622,6 +624,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging(args.log_level)
+    try:
+        apply_failpoint_flags(args)
+    except ValueError as e:
+        parser.error(f"--failpoints: {e}")
     from scheduler.profile import load_scheduler_config
 
     try:

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apiserver_mock.fencing import MAX_LEASE_RENEWALS, NO_GUARD, Guard
+from kse import failpoints
 from kse.etcdclient import (
     CompactedError,
     Compare,
@@ -128,6 +129,8 @@ class Store:
         while True:
             compares: Sequence[Compare] = (compare, *guard.compares) if guard.compares else (compare,)
             try:
+                if failpoints.ENABLED:
+                    await failpoints.inject("storage/before-commit")
                 res = await self.etcd.txn(compares, [op], reads)
             except EtcdOutcomeUnknownError as err:
                 give_up = self._unknown(key, err, give_up)
@@ -137,6 +140,8 @@ class Store:
                     raise  # never sent anywhere: nothing was applied
                 raise self._unresolved(key, f"no etcd member answered the re-sent write: {err}") from err
             if res.succeeded:
+                if failpoints.ENABLED:
+                    await failpoints.inject("storage/after-commit")
                 if give_up is not None:
                     self.resolved_not_landed += 1
                     log.info("write to %r: the first copy did not land; the re-sent one did", key)
