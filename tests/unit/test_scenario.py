@@ -179,7 +179,7 @@ def test_minimal_defaults() -> None:
         (base(faults=[{"at": 1, "fault": "kill", "target": "all"}]), "faults[0].target: `all` is a target"),
         (
             base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "jitter"}]),
-            "faults[0].mode: must be one of blackhole, delay, loss",
+            "faults[0].mode: must be one of blackhole, delay, delay-up, loss",
         ),
         (
             base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "delay"}]),
