@@ -108,6 +108,9 @@ def record_for(
         elif target.kind is POD and verb == "update_status" and target.msg is not None:
             extra["phase"] = target.msg.status.phase  # type: ignore[attr-defined]
     fence = getattr(request, "fence", None)
+    dry_run = bool(getattr(request, "dry_run", False))
+    if dry_run:
+        extra["dry_run"] = True  # nothing was written: no revision (it is not an accepted write)
     return AuditRecord(
         ts=time.time(),
         user=ident.user if ident is not None else "",
@@ -118,7 +121,7 @@ def record_for(
         namespace=target.namespace,
         name=target.name,
         code=code.name,
-        revision=revision if ok else None,
+        revision=revision if ok and not dry_run else None,
         fence=_fence(fence) if fence is not None and fence.ByteSize() else None,
         node=target.node,
         uid=target.uid,

@@ -37,6 +37,7 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from chaos.etcd_history import ETCD_HISTORY_FILE, EtcdWrite, load_etcd_history
 from chaos.podtimeline import TIMELINE_FILE, PodStateRecord, read_timeline
 from kse.audit import AuditRecord, read_audit_log
 from kse.client.informer import LIST, HistoryRecord
@@ -581,6 +582,8 @@ class History:
     pod_states: list[PodStateRecord] = field(default_factory=list)
     pdbs: list[pb.PodDisruptionBudget] = field(default_factory=list)
     deployments: list[pb.Deployment] = field(default_factory=list)
+    # etcd's own history of the run (chaos.etcd_history): what audit_matches_etcd judges.
+    etcd_writes: list[EtcdWrite] = field(default_factory=list)
     _lease_history: LeaseHistory | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -601,6 +604,7 @@ class History:
         rpc_errors: Sequence[Path] = (),
         snapshot: Path | None = None,
         timeline: Sequence[Path] = (),
+        etcd_history: Path | None = None,
     ) -> History:
         pods: list[pb.Pod] | None = None
         nodes: list[pb.Node] | None = None
@@ -623,6 +627,7 @@ class History:
             pod_states=[r for p in timeline for r in read_timeline(p)],
             pdbs=pdbs,
             deployments=deployments,
+            etcd_writes=load_etcd_history(etcd_history) if etcd_history is not None else [],
         )
 
     @classmethod
@@ -636,6 +641,7 @@ class History:
             rpc_errors=sorted(d.glob(RPC_ERRORS_GLOB)),
             snapshot=d / SNAPSHOT_FILE,
             timeline=[d / TIMELINE_FILE],
+            etcd_history=d / ETCD_HISTORY_FILE,
         )
 
     # -- derived views

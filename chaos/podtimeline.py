@@ -28,7 +28,7 @@ def pod_is_ready(pod: pb.Pod) -> bool:
 
 
 def controller_of(pod: pb.Pod) -> str:
-    """"Kind/name" of the pod's controller owner reference, "" when it has none."""
+    """ "Kind/name" of the pod's controller owner reference, "" when it has none."""
     for ref in pod.metadata.owner_references:
         if ref.controller:
             return f"{ref.kind}/{ref.name}"

@@ -252,11 +252,39 @@ async def drive_cluster(cluster: Cluster, drive: Drive, chaos_dir: Path, *, leas
                 young_s=0.0,
                 audit_logs=cluster.audit_logs,
             )
+            await _keep_etcd_history(cluster, chaos_dir, drive.say)
     except ApiError as e:
         raise RunError(f"the final snapshot failed: {e}") from e
     except UpError as e:
         raise RunError(str(e)) from e
     return load_history(cluster.audit_logs, chaos_dir, plan.run_dir, since=None)
+
+
+async def _keep_etcd_history(cluster: Cluster, chaos_dir: Path, say: Callable[[str], None]) -> None:
+    """Read etcd's own history of the run into chaos_dir (chaos.etcd_history); a failure is said,
+    and the audit_matches_etcd check then skips."""
+    from certs.layout import APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
+    from chaos.etcd_history import ETCD_HISTORY_FILE, read_etcd_history, write_etcd_history
+    from kse.etcdclient import EtcdError, EtcdTLS
+
+    plan = cluster.plan
+    if cluster.etcd is None or cluster.pki is None:
+        return
+    pki = cluster.pki.dir
+    tls = (
+        EtcdTLS(
+            ca_bundle_path(pki), cert_path(pki, APISERVER_ETCD_CLIENT), key_path(pki, APISERVER_ETCD_CLIENT)
+        )
+        if plan.etcd_tls
+        else None
+    )
+    try:
+        writes = await read_etcd_history(list(cluster.etcd.endpoints), tls, plan.prefix)
+    except (EtcdError, TimeoutError, OSError) as e:
+        say(f"etcd history not read ({e}); audit_matches_etcd will skip")
+        return
+    await asyncio.to_thread(write_etcd_history, chaos_dir / ETCD_HISTORY_FILE, writes)
+    say(f"etcd history: {len(writes)} events")
 
 
 def _check(
@@ -277,6 +305,7 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
     """The run's history: the audit log(s), the run dir's faults, watch deliveries and snapshot, and
     the clients' rpc-errors files (those in the cluster's run dir and the runner's own; attached,
     only errors from `since` on: the files live as long as the cluster)."""
+    from chaos.etcd_history import ETCD_HISTORY_FILE
     from chaos.history import FAULTS_FILE, RPC_ERRORS_GLOB, SNAPSHOT_FILE, WATCH_GLOB, History
     from chaos.podtimeline import TIMELINE_FILE
 
@@ -287,6 +316,7 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
         rpc_errors=sorted({*rpc_dir.glob(RPC_ERRORS_GLOB), *chaos_dir.glob(RPC_ERRORS_GLOB)}),
         snapshot=chaos_dir / SNAPSHOT_FILE,
         timeline=[chaos_dir / TIMELINE_FILE],
+        etcd_history=chaos_dir / ETCD_HISTORY_FILE,
     )
     if since is not None:
         history.rpc_errors = [e for e in history.rpc_errors if e.ts >= since]
@@ -535,6 +565,7 @@ async def _run_schedule(
             for spec in schedule:
                 tg.create_task(one(spec), name=f"fault-{spec.describe()}")
             await asyncio.sleep(duration)
+
 
 # ---------------------------------------------------------------------------------------------- attached
 

@@ -142,8 +142,10 @@ CHECKS: tuple[str, ...] = (
     "replacements_bound_once",
     "no_bind_to_cordoned",
     "deployments_restored",
+    # the audit log against etcd's own history (chaos.checker.etcd_invariants)
+    "audit_matches_etcd",
 )
-DEFAULT_CHECKS: tuple[str, ...] = CHECKS[:5]
+DEFAULT_CHECKS: tuple[str, ...] = (*CHECKS[:5], "audit_matches_etcd")
 
 # --short: what CI runs.
 SHORT_LEASE = (2.0, 1.5, 0.5)  # lease duration, renew deadline, retry period
@@ -725,4 +727,3 @@ def _parse_wait(data: object, where: str, source: str, cluster: ClusterSpec) -> 
         jitter=f.number("jitter", 0.0, strict=False),
         expect=f.string("expect", None, (RESTARTED, STANDBY)) if f.has("expect") else None,
     )
-

@@ -24,6 +24,7 @@ from chaos.checker.drain_invariants import (
     no_pdb_violation,
     replacements_bound_once,
 )
+from chaos.checker.etcd_invariants import audit_matches_etcd
 from chaos.checker.failover import FailoverAnalysis, FailoverEvent, analyze_failover, percentile, summarize
 from chaos.checker.invariants import (
     INVARIANTS,
@@ -121,6 +122,7 @@ def check(
         "watch_integrity": watch_integrity(history),
         "no_rotation_rpc_errors": no_rotation_rpc_errors(history, grace_s=rotation_grace_s),
         **drain_invariants(history),
+        "audit_matches_etcd": audit_matches_etcd(history),
     }
     failover = analyze_failover(
         history, lease=lease, lease_duration_s=lease_duration_s, identities=identities

@@ -55,6 +55,7 @@ def test_minimal_defaults() -> None:
         "no_overcommit",
         "no_stale_writes",
         "watch_integrity",
+        "audit_matches_etcd",
     )
     assert s.cluster.etcd_members == 1 and s.cluster.lease_duration == 15.0
     assert s.faults == (FaultSpec("kill", "leader", at=5.0),)
