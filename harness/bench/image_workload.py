@@ -37,7 +37,7 @@ def parse_image_spec(spec: str) -> dict[str, int]:
     comments) -> {normalized name: bytes}, in the spec's order."""
     text = spec
     path = Path(spec)
-    if "=" not in spec and path.exists():
+    if path.is_file():
         try:
             text = path.read_text()
         except OSError as e:
