@@ -22,12 +22,15 @@ What one process does for N nodes, and what it costs the API server:
   batch, never one per pod.
 * **Pods**: ONE informer over pods with `spec.nodeName!=` for all nodes (never a watch per node).
   A newly bound pod of ours waits for its image pulls (`nodesim.images`: serial pulls at
-  `image_pull_bandwidth`), then gets its Running status (`SimNode.running_status`) through
-  pods/status, with the pod's resourceVersion as precondition (on conflict: re-read, check it is
-  still the same pod on the same node, retry). Pulled images join the node's `status.images`. A pod
+  `image_pull_bandwidth`; or, with `registry_bandwidth` set or parallel pulls, the fleet-wide
+  `nodesim.pullmodel` with the pull policies of `nodesim.pullpolicy`), then gets its Running
+  status (`SimNode.running_status`) through pods/status, with the pod's resourceVersion as
+  precondition (on conflict: re-read, check it is still the same pod on the same node, retry).
+  Pulled images join the node's `status.images`. A pod
   with a deletionTimestamp is finalised by deleting it (uid precondition), as a kubelet does after
   termination; a deleted pod leaves the bookkeeping and frees its IP. Pods found already Running
-  (a restart) are adopted, not restarted.
+  (a restart) are adopted, not restarted. With `pre_pull_events`, an informer over Events pulls
+  what `PrePullImages` events ask of our nodes (`kse.objects.prepull`), for no pod.
 
 Every deadline (lease renewals, status reports, pod starts) sits in one timer heap served by one
 coroutine; API calls run on two bounded worker pools (heartbeats; everything else). All tasks live
