@@ -86,7 +86,8 @@ def plot_latency(rows: Sequence[dict[str, Any]], out: Path) -> None:
     ):
         ax.plot(weights, [r[key] / 1000.0 for r in rows], style, label=label)
     ax.set_xlabel("ImageLocality weight (0: disabled)")
-    ax.set_ylabel("pod start-up, created -> Running (s)")
+    ax.set_ylabel("pod start-up, created -> Running (s, log scale)")
+    ax.set_yscale("log")  # the tails span milliseconds to minutes
     ax.set_xticks(weights)
     ax.grid(True, alpha=0.3)
     bytes_ax = ax.twinx()
