@@ -272,6 +272,25 @@ def _weights(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _byte_size(text: str) -> int:
+    from harness.bench.image_workload import parse_size
+
+    try:
+        return parse_size(text)
+    except SpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want a number between 0 and 1, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return v
+
+
 def _images(text: str) -> dict[str, int]:
     try:
         return parse_image_spec(text)
@@ -282,7 +301,6 @@ def _images(text: str) -> dict[str, int]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from kse.durations import PositiveDuration
     from kse.flags.argtypes import positive_float, positive_int
-    from nodesim.cli import byte_size, fraction
 
     p.add_argument("--nodes", type=positive_int, default=50, help="simulated nodes (default 50)")
     p.add_argument(
@@ -297,15 +315,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default: a seeded mix of 14 small, medium and large images)",
     )  # fmt: skip
     p.add_argument(
-        "--image-fraction", type=fraction, default=0.3,
+        "--image-fraction", type=_fraction, default=0.3,
         help="probability that a node starts with each image cached (default 0.3)",
     )  # fmt: skip
     p.add_argument(
-        "--node-bandwidth", type=byte_size, default=100 * Mi, metavar="SIZE",
+        "--node-bandwidth", type=_byte_size, default=100 * Mi, metavar="SIZE",
         help="bytes/s each node pulls at (default 100Mi)",
     )  # fmt: skip
     p.add_argument(
-        "--registry-bandwidth", type=byte_size, default=1024 * Mi, metavar="SIZE",
+        "--registry-bandwidth", type=_byte_size, default=1024 * Mi, metavar="SIZE",
         help="bytes/s the registry serves all nodes together (default 1Gi)",
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=1, help="seed of the catalog, caches and pods (default 1)")

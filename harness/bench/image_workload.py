@@ -18,8 +18,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from nodesim.images import normalize_image
-from nodesim.template import TemplateError, parse_size
+from kse.objects.quantity import QuantityError, parse_quantity, value
 from proto import kse_pb2 as pb
 
 Mi = 1024 * 1024
@@ -30,6 +29,26 @@ SIDECAR_FRACTION = 0.2
 
 class SpecError(ValueError):
     """A bad `--images` spec (the message names the item)."""
+
+
+def normalize_image(name: str) -> str:
+    """The name a node reports: a missing tag means `:latest` (as nodesim and ImageLocality read
+    it; the harness may not import them, DESIGN.md's Layout)."""
+    name = name.strip()
+    if "@" in name or name.rfind(":") > name.rfind("/"):
+        return name
+    return f"{name}:latest"
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """A byte count as a Kubernetes quantity ("150Mi", "1G", "1048576")."""
+    try:
+        q = parse_quantity(text)
+    except QuantityError as e:
+        raise SpecError(f"{what} {text!r}: {e}") from None
+    if q < 0:
+        raise SpecError(f"{what} {text!r}: must not be negative")
+    return int(value(q))
 
 
 def parse_image_spec(spec: str) -> dict[str, int]:
@@ -54,7 +73,7 @@ def parse_image_spec(spec: str) -> dict[str, int]:
                 raise SpecError(f"--images: item {item!r}: want NAME=SIZE (e.g. nginx:1.27=150Mi)")
             try:
                 out[normalize_image(name)] = parse_size(size.strip(), f"image {name.strip()} size")
-            except TemplateError as e:
+            except SpecError as e:
                 raise SpecError(f"--images: {e}") from None
     if not out:
         raise SpecError(f"--images: no images in {spec!r}")
