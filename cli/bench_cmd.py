@@ -169,10 +169,17 @@ def _add_failover(sub: SubParsers) -> None:
     register(sub)
 
 
+def _add_image_locality(sub: SubParsers) -> None:
+    from harness.bench.image_locality import register
+
+    register(sub)
+
+
 BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_apiserver,
     _add_throughput,
     _add_failover,
+    _add_image_locality,
 )
 
 

@@ -122,6 +122,10 @@ class PodRecord:
     ip: str = ""
     images: tuple[str, ...] = ()
     finalizing: bool = False
+    # The registry pull model (`nodesim.pullmodel`): images still awaited, and the earliest start
+    # (manifest checks of present images with pull policy Always).
+    waiting: set[str] = field(default_factory=set)
+    not_before: float = 0.0
 
     @property
     def key(self) -> str:

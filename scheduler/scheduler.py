@@ -213,12 +213,20 @@ class Scheduler:
         self.on_fenced = on_fenced
         self.is_leader: LeaderCheck | None = None
         self.binder = Binder(clientset, fence, on_fenced=self._write_fenced)
+        # Informers and the recorder come first: plugins may use them (their handle's
+        # shared_informer_factory() / event_recorder(), as upstream's Handle).
+        self.informers = InformerFactory(clientset)
+        self.recorder = EventRecorder(
+            event_clientset or clientset, instance=opts.identity, fence=fence, on_fenced=self._write_fenced
+        )
         self.profiles: dict[str, Framework] = new_profiles(
             cfg,
             registry=registry,
             snapshot=self.snapshot,
             binder=self.binder,
             max_permit_timeout=opts.permit_wait_timeout,
+            informer_factory=self.informers,
+            event_recorder=self.recorder,
         )
         if not self.profiles:
             raise ValueError("the configuration has no profiles")
@@ -236,7 +244,6 @@ class Scheduler:
         if opts.seed is not None:
             self.alg.rng.seed(opts.seed)
 
-        self.informers = InformerFactory(clientset)
         self.pod_informer: Informer[pb.Pod] = self.informers.informer(
             "pods", field_selector=POD_FIELD_SELECTOR
         )
@@ -246,9 +253,6 @@ class Scheduler:
         )
         self.handlers.register(self.pod_informer, self.node_informer)
 
-        self.recorder = EventRecorder(
-            event_clientset or clientset, instance=opts.identity, fence=fence, on_fenced=self._write_fenced
-        )
         self.status = PodStatusUpdater(
             clientset, lookup=self._lookup_pod, fence=fence, on_fenced=self._write_fenced
         )
