@@ -233,6 +233,8 @@ class Scheduler:
         )
         if not self.profiles:
             raise ValueError("the configuration has no profiles")
+        for fwk in self.profiles.values():
+            fwk.set_extenders(self.extenders)  # preemption reads them through its handle
         first = next(iter(self.profiles.values()))
         self.queue = PriorityQueue(
             first.queue_sort_func(),  # validation made it the same for every profile

@@ -94,6 +94,7 @@ from scheduler.framework.waiting_pods import TimerFactory, WaitingPod, WaitingPo
 
 if TYPE_CHECKING:
     from scheduler.apis.config.types import ExpandedPlugins
+    from scheduler.extender.http import HTTPExtender
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ class Framework:
         self._snapshot: SharedLister = snapshot if snapshot is not None else Snapshot()
         self._binder = binder
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
+        self._extenders: Sequence[HTTPExtender] = ()
         self._max_permit_timeout = max_permit_timeout
         self._timers = timers
         args = plugin_args or {}
@@ -307,6 +309,14 @@ class Framework:
 
     def set_snapshot(self, snapshot: SharedLister) -> None:
         self._snapshot = snapshot
+
+    def extenders(self) -> Sequence[HTTPExtender]:
+        """The scheduler's extenders in call order (upstream Handle.Extenders): what preemption
+        hands its candidates to (`scheduler.extender.preemption.process_preemption`)."""
+        return self._extenders
+
+    def set_extenders(self, extenders: Sequence[HTTPExtender]) -> None:
+        self._extenders = tuple(extenders)
 
     async def bind(self, pod: pb.Pod, node_name: str) -> None:
         """The handle's bind (used by DefaultBinder): posts pods/binding through the binder."""

@@ -515,3 +515,32 @@ async def test_sample_extender_application() -> None:
 
 def test_diagnosis_default_is_untouched() -> None:
     assert EXTENDER_NAME not in Diagnosis().unschedulable_plugins
+
+
+async def test_preemption_through_extenders() -> None:
+    """callExtenders: each preempting extender narrows the candidates for the next; an empty
+    victim list is an error unless the extender is ignorable (then that node is dropped)."""
+    from scheduler.extender.preemption import process_preemption
+
+    v1, v2 = pod("v1").pod, pod("v2").pod
+    on_node = {"n1": [v1], "n2": [v2]}
+    app, seen = scripted(
+        narrow=lambda b: {"nodeNameToMetaVictims": {"n1": b["nodeNameToMetaVictims"]["n1"]}},
+        empty=lambda b: {"nodeNameToMetaVictims": {"n1": {"pods": []}}},
+    )
+    async with serve(app) as url:
+        narrow = ext(url + "/prefix", preempt_verb="narrow", node_cache_capable=True)
+        empty = ext(url + "/prefix", preempt_verb="empty", node_cache_capable=True)
+        lenient = ext(url + "/prefix", preempt_verb="empty", node_cache_capable=True, ignorable=True)
+        not_preempting = ext("http://127.0.0.1:1", filter_verb="filter")
+        victims = {"n1": ([v1], 0), "n2": ([v2], 0)}
+        try:
+            got = await process_preemption([not_preempting, narrow], pod("p").pod, victims, on_node.get)
+            assert got == {"n1": ([v1], 0)}
+            with pytest.raises(ExtenderError, match=r'^expected at least one victim pod on node "n1"$'):
+                await process_preemption([narrow, empty], pod("p").pod, victims, on_node.get)
+            assert await process_preemption([lenient], pod("p").pod, victims, on_node.get) == {}
+        finally:
+            for e in (narrow, empty, lenient):
+                await e.close()
+    assert [v for v, _ in seen] == ["narrow", "narrow", "empty", "empty"]
