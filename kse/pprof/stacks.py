@@ -32,6 +32,8 @@ MAX_DEPTH = 256
 def _frame_lines(frame: FrameType, line: int | None = None, *, source: bool) -> list[str]:
     code = frame.f_code
     lineno = line if line is not None else frame.f_lineno
+    if lineno is None:  # a coroutine created but not started yet
+        lineno = code.co_firstlineno
     out = [f"  {code.co_filename}:{lineno} in {code.co_qualname}"]
     if source:
         text = linecache.getline(code.co_filename, lineno).strip()

@@ -154,3 +154,12 @@ async def test_routes() -> None:
     async with LoopWatch() as watch:
         status, body, ctype = await Pprof(watch).answer("GET", "/debug/pprof/block", "format=json")
     assert status == 200 and ctype == "application/json" and "lag" in json.loads(body)
+
+
+async def test_stack_dump_of_a_task_not_started_yet() -> None:
+    async def never_started() -> None:
+        pass
+
+    task = asyncio.create_task(never_started(), name="not-started")
+    assert 'task "not-started" [pending]' in dump(debug=2)  # no line number yet: the def line
+    await task
