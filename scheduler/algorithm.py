@@ -44,7 +44,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import MAX_NODE_SCORE, NodePluginScores, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
+from scheduler.framework.types import EXTENDER_NAME, Code, Diagnosis, FitError, PodInfo, Status
 
 if TYPE_CHECKING:
     from scheduler.extender.http import HTTPExtender
@@ -387,7 +387,6 @@ def diagnosis_statuses(diagnosis: Diagnosis, node_names: Sequence[str]) -> Mappi
 # plugins in prioritizeNodes. Their calls are HTTP, so this path is async; without extenders the
 # scheduler keeps the synchronous `schedule_pod` above.
 
-EXTENDER_NAME = "Extender"  # upstream framework.ExtenderName, in Diagnosis.UnschedulablePlugins
 # upstream fwk.MaxNodeScore / extenderv1.MaxExtenderPriority
 EXTENDER_SCORE_SCALE = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
 

@@ -82,6 +82,7 @@ from scheduler.framework.plugin_status import (
     with_plugin,
 )
 from scheduler.framework.types import (
+    EXTENDER_NAME,
     ActionType,
     ClusterEvent,
     Code,
@@ -353,6 +354,9 @@ class Framework:
                 out[name] = list(plugin.events_to_register())
             else:
                 out[name] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
+        if self._extenders:
+            # Upstream's defaultEnqueueExtension for ExtenderName: every event may help.
+            out[EXTENDER_NAME] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
         return out
 
     def queueing_hints(self) -> dict[str, list[tuple[ClusterEvent, QueueingHintFn | None]]]:

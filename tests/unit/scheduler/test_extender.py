@@ -544,3 +544,15 @@ async def test_preemption_through_extenders() -> None:
             for e in (narrow, empty, lenient):
                 await e.close()
     assert [v for v, _ in seen] == ["narrow", "narrow", "empty", "empty"]
+
+
+def test_extenders_register_for_every_event() -> None:
+    """Upstream's defaultEnqueueExtension for ExtenderName: a pod an extender rejected is
+    requeued by any cluster event."""
+    from scheduler.framework.types import EXTENDER_NAME as NAME
+
+    fwk = default_framework(snapshot_of([]))
+    assert NAME not in fwk.events_to_register()
+    fwk.set_extenders([ext("http://x", filter_verb="filter")])
+    assert fwk.extenders()[0].name() == "http://x"
+    assert len(fwk.events_to_register()[NAME]) > 1
