@@ -197,3 +197,36 @@ async def test_unreachable_extender_ignorable_or_not(apiserver: ApiServer, pki: 
     finally:
         codes = [await a.stop(), await b.stop()]
     assert codes == [0, 0], a.log() + b.log()
+
+
+async def test_extender_over_mutual_tls(apiserver: ApiServer, pki: PKI, tmp_path: Path) -> None:
+    """enableHTTPS + tlsConfig: the sample serves HTTPS and demands a client certificate; the
+    scheduler verifies it with caFile and serverName and presents its own pair."""
+    cs = Clientset(await apiserver.channel("admin"), qps=0)
+    await cs.nodes.create(node("plain"))
+    await cs.nodes.create(node("labelled", ok="yes"))
+    serving, client = pki["apiserver"], pki["scheduler-1"]
+    tls_flags = (
+        "--tls-cert",
+        str(serving.cert),
+        "--tls-key",
+        str(serving.key),
+        "--tls-client-ca",
+        str(serving.ca_bundle),
+    )
+    async with extender_sample(apiserver, tmp_path, "--filter-label", "ok", *tls_flags) as addr:
+        config = write_config(
+            tmp_path / "config.yaml",
+            f"extenders:\n- urlPrefix: https://{addr}/\n  filterVerb: filter\n  enableHTTPS: true\n"
+            f"  tlsConfig:\n    serverName: localhost\n    caFile: {serving.ca_bundle}\n"
+            f"    certFile: {client.cert}\n    keyFile: {client.key}\n",
+        )
+        sched = await start_scheduler(apiserver, pki, tmp_path, "--config", str(config))
+        try:
+            await cs.pods.create(pod("tls"))
+            placed = await eventually(
+                lambda: bound_pods(cs), lambda m: bool(m.get("tls")), 60, "the pod bound"
+            )
+            assert placed["tls"] == "labelled"
+        finally:
+            assert await sched.stop() == 0, sched.log()
