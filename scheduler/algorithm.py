@@ -17,6 +17,12 @@ As upstream:
 * Among the nodes with the highest total score one is picked uniformly at random: the
   distribution of upstream's reservoir sampling, drawn with one number from a seedable RNG.
 
+With extenders (`schedule_pod_with_extenders`, async: their calls are HTTP), as upstream: the
+extenders' Filter runs on what passed the Filter plugins (the nominated node too), a rejection by
+them adds "Extender" to the unschedulable plugins, Filter stops at one node only when neither a
+Score plugin, an extender prioritizer nor an extender filter could use more, and their Prioritize
+scores are added to the plugins' totals.
+
 Upstream runs Filter and Score on 16 goroutines; kse scans sequentially (same results as upstream
 with parallelism 1). This module calls one framework entry per extension point
 (`run_filter_plugins_over`, `run_score_plugins_over`); whether those evaluate many nodes per
