@@ -9,7 +9,8 @@
 The scheduling cycle is serial: one pod at a time against a snapshot no other cycle changes. It is
 synchronous unless extenders are configured; then it awaits their HTTP calls (Filter, Prioritize),
 still one pod at a time, and the snapshot stays as the cycle found it while informers go on
-filling the cache. An interested binder extender binds instead of the Bind plugins (``_bind``). The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
+filling the cache. An interested binder extender binds instead of the Bind plugins (``_bind``).
+The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
 scheduler owns, and the loop goes on with the next pod: the assumed pod is already counted in the
 cache. At most ``max_binds_in_flight`` binding cycles run at once; the loop waits for a free slot
 before it pops the next pod (backpressure instead of an unbounded pile of binds). A pod waiting at
