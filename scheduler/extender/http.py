@@ -10,7 +10,8 @@ Failures raise ``ExtenderError`` with upstream's wording, which is what ends up 
 FailedScheduling event when the extender is not ignorable:
 
 * a connection failure: ``Post "http://127.0.0.1:1/filter": dial tcp 127.0.0.1:1: connect:
-  connection refused`` (Go's url.Error around net.OpError);
+  connection refused`` (Go's url.Error around net.OpError); a failed TLS handshake: ``Post "URL":
+  tls: <the ssl error>``;
 * a timeout: ``Post "URL": context deadline exceeded (Client.Timeout exceeded while awaiting
   headers)``;
 * an HTTP status other than 200: ``failed filter with extender at URL URL, code 500``;
@@ -66,6 +67,8 @@ class ExtenderError(Exception):
 
 def _go_dial_error(url: str, e: aiohttp.ClientConnectorError) -> str:
     os_err = e.os_error
+    if isinstance(e, aiohttp.ClientSSLError):  # the handshake failed (Go: "tls: ...")
+        return f'Post "{url}": tls: {os_err}'
     code = getattr(os_err, "errno", None)
     if code == errno.ECONNREFUSED:
         reason = "connection refused"

@@ -383,6 +383,19 @@ async def test_tls_with_ca_data_and_server_name(tmp_path: Any) -> None:
             assert (await e.filter(pod().pod, nodes("a")))[0] == ["a"]
         finally:
             await e.close()
+        # A server name the certificate does not carry: refused by the client.
+        wrong = ext(
+            f"https://127.0.0.1:{port}/prefix",
+            filter_verb="filter",
+            tls_config=ExtenderTLSConfig(server_name="elsewhere.example", ca_file=str(server.ca_bundle)),
+        )
+        try:
+            with pytest.raises(
+                ExtenderError, match=r'^Post "https://127\.0\.0\.1:\d+/prefix/filter": tls: .*elsewhere'
+            ):
+                await wrong.filter(pod().pod, nodes("a"))
+        finally:
+            await wrong.close()
         # Without a client cert the handshake fails: an error, never a hang.
         bare = ext(f"https://127.0.0.1:{port}/prefix", filter_verb="filter", enable_https=True)
         try:
