@@ -43,7 +43,8 @@ from scheduler.apis.config.validation_extenders import decode_data
 from .types import (
     WireError,
     binding_args,
-    extender_args,
+    dumps_compact,
+    encode_extender_args,
     parse_error_result,
     parse_filter_result,
     parse_host_priority_list,
@@ -105,7 +106,7 @@ class HTTPExtender:
         self._ssl = self._ssl_context(config)
         self._server_hostname = config.tls_config.server_name if config.tls_config else ""
         self._session: aiohttp.ClientSession | None = None
-        self._nodes: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._nodes: dict[str, tuple[str, bytes]] = {}
 
     def __repr__(self) -> str:
         return f"HTTPExtender({self.url_prefix!r})"
@@ -228,12 +229,14 @@ class HTTPExtender:
 
     # ------------------------------------------------------------------ the wire
 
-    def _args(self, pod: pb.Pod, nodes: Sequence[pb.Node]) -> dict[str, Any]:
+    def _args(self, pod: pb.Pod, nodes: Sequence[pb.Node]) -> bytes:
+        """ExtenderArgs as JSON bytes: node names for a nodeCacheCapable extender, else the nodes."""
+        pod_bytes = dumps_compact(pod_json(pod))
         if self.node_cache_capable:
-            return extender_args(pod_json(pod), None, [n.metadata.name for n in nodes])
-        return extender_args(pod_json(pod), [self._node_json(n) for n in nodes], None)
+            return encode_extender_args(pod_bytes, None, [n.metadata.name for n in nodes])
+        return encode_extender_args(pod_bytes, [self._node_json(n) for n in nodes], None)
 
-    def _node_json(self, node: pb.Node) -> dict[str, Any]:
+    def _node_json(self, node: pb.Node) -> bytes:
         """A node as JSON, encoded once per resourceVersion (the same nodes go out for every pod)."""
         name, rv = node.metadata.name, node.metadata.resource_version
         hit = self._nodes.get(name)
@@ -241,7 +244,7 @@ class HTTPExtender:
             return hit[1]
         if len(self._nodes) >= _NODE_CACHE_MAX:
             self._nodes.clear()
-        encoded = to_dict(node)
+        encoded = dumps_compact(to_dict(node))
         self._nodes[name] = (rv, encoded)
         return encoded
 
@@ -252,7 +255,8 @@ class HTTPExtender:
         return f"decoding the {verb} response of extender at URL {self._url(verb)}: {e}"
 
     async def _send(self, verb: str, args: Any) -> Any:
-        """POST the JSON `args` to ``{urlPrefix}/{verb}``; the decoded JSON answer."""
+        """POST `args` (JSON bytes, or a value to encode) to ``{urlPrefix}/{verb}``; the decoded
+        JSON answer."""
         url = self._url(verb)
         session = self._session_for_loop()
         kwargs: dict[str, Any] = {}
@@ -260,7 +264,7 @@ class HTTPExtender:
             kwargs["ssl"] = self._ssl
             if self._server_hostname:
                 kwargs["server_hostname"] = self._server_hostname
-        data = json.dumps(args, separators=(",", ":")).encode()
+        data = args if isinstance(args, bytes) else dumps_compact(args)
         try:
             async with session.post(
                 url, data=data, headers={"Content-Type": "application/json"}, **kwargs

@@ -15,6 +15,7 @@ the untagged structs of older releases sends ``"NodeNames"``). Anything of the w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,19 @@ def extender_args(
     else:
         out["nodes"] = node_list_json(nodes or [])
     return out
+
+
+def encode_extender_args(pod: bytes, nodes: Sequence[bytes] | None, names: Sequence[str] | None) -> bytes:
+    """`extender_args` as JSON bytes, from the pod's and the nodes' JSON already encoded: the
+    same nodes go out for every pod, so each is encoded once (per resourceVersion) and spliced."""
+    if names is not None:
+        return b'{"pod":' + pod + b',"nodenames":' + dumps_compact(list(names)) + b"}"
+    head = b'{"pod":' + pod + b',"nodes":{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":['
+    return head + b",".join(nodes or ()) + b"]}}"
+
+
+def dumps_compact(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def binding_args(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:

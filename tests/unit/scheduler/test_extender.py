@@ -42,6 +42,7 @@ from scheduler.extender.sample import SampleExtender
 from scheduler.extender.types import (
     WireError,
     binding_args,
+    encode_extender_args,
     extender_args,
     parse_filter_result,
     parse_host_priority_list,
@@ -133,6 +134,15 @@ def test_extender_args_send_nodes_or_nodenames() -> None:
         "podUID": "u1",
         "node": "n1",
     }
+
+
+def test_encoded_args_are_the_same_json() -> None:
+    """The spliced bytes the client sends decode to exactly ExtenderArgs."""
+    p, n1, n2 = {"metadata": {"name": "p"}}, {"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}
+    enc = [json.dumps(x).encode() for x in (p, n1, n2)]
+    assert json.loads(encode_extender_args(enc[0], enc[1:], None)) == extender_args(p, [n1, n2], None)
+    assert json.loads(encode_extender_args(enc[0], None, ["a"])) == extender_args(p, None, ["a"])
+    assert json.loads(encode_extender_args(enc[0], [], None))["nodes"]["items"] == []
 
 
 def test_filter_result_keys_match_case_insensitively_as_go() -> None:
