@@ -10,6 +10,7 @@
 ``block``                      event-loop lag and the stacks that blocked the loop (only with
                                contention profiling); ``format=json``
 ``heap``                       live objects by type
+``cmdline``                    the process's command line, NUL-separated (as Go's)
 =============================  ==============================================================
 
 A bad parameter gets 400 naming it; a CPU profile while one runs gets 409 (Go: 500 "cpu profiling
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Mapping
 from urllib.parse import parse_qs
 
@@ -46,6 +48,8 @@ profiles:
       event-loop lag and the stacks that blocked the loop ({block})
   heap
       live objects by type
+  cmdline
+      the command line, NUL-separated
 """
 
 
@@ -91,6 +95,8 @@ class Pprof:
                 state = "on" if self.watch is not None else "off: run with --contention-profiling"
                 return 200, INDEX.format(block=state).encode(), _TEXT
             if name == "profile":
+                if method != "GET":  # a HEAD must not take (and discard) a profile
+                    return 405, b"profile: GET only\n", _TEXT
                 return await self._profile(query)
             if name == "goroutine":
                 debug = _int_param(query, "debug", 1, 0, 2)
@@ -101,6 +107,8 @@ class Pprof:
                 if _choice(query, "format", "text", ("text", "json")) == "json":
                     return 200, json.dumps(self.watch.report(), indent=2).encode() + b"\n", "application/json"
                 return 200, self.watch.text().encode(), _TEXT
+            if name == "cmdline":  # as Go's: the command line, NUL-separated
+                return 200, "\x00".join(sys.argv).encode(), _TEXT
             if name == "heap":
                 return 200, heap.by_type(_int_param(query, "limit", 50, 1, 10000)).encode(), _TEXT
         except BadParameter as e:

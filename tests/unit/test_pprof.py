@@ -130,6 +130,8 @@ async def test_routes() -> None:
     assert (await pprof.answer("GET", "/debug/pprof/nothing", ""))[0] == 404
     status, body, _ = await pprof.answer("GET", "/debug/pprof/heap", "limit=5")
     assert status == 200 and b"objects tracked by the gc" in body
+    assert (await pprof.answer("HEAD", "/debug/pprof/profile", ""))[0] == 405
+    assert (await pprof.answer("GET", "/debug/pprof/cmdline", ""))[0] == 200
     status, body, _ = await pprof.answer("GET", "/debug/pprof/goroutine", "debug=2")
     assert status == 200 and b"MainThread" in body
 
