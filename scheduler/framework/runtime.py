@@ -82,6 +82,7 @@ from scheduler.framework.plugin_status import (
     with_plugin,
 )
 from scheduler.framework.types import (
+    EXTENDER_NAME,
     ActionType,
     ClusterEvent,
     Code,
@@ -96,6 +97,7 @@ if TYPE_CHECKING:
     from kse.client.informer import InformerFactory
     from scheduler.apis.config.types import ExpandedPlugins
     from scheduler.events import EventRecorder
+    from scheduler.extender.http import HTTPExtender
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +203,7 @@ class Framework:
         self._snapshot: SharedLister = snapshot if snapshot is not None else Snapshot()
         self._binder = binder
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
+        self._extenders: Sequence[HTTPExtender] = ()
         self._max_permit_timeout = max_permit_timeout
         self._timers = timers
         self._informer_factory = informer_factory
@@ -318,6 +321,14 @@ class Framework:
     def set_snapshot(self, snapshot: SharedLister) -> None:
         self._snapshot = snapshot
 
+    def extenders(self) -> Sequence[HTTPExtender]:
+        """The scheduler's extenders in call order (upstream Handle.Extenders): what preemption
+        hands its candidates to (`scheduler.extender.preemption.process_preemption`)."""
+        return self._extenders
+
+    def set_extenders(self, extenders: Sequence[HTTPExtender]) -> None:
+        self._extenders = tuple(extenders)
+
     async def bind(self, pod: pb.Pod, node_name: str) -> None:
         """The handle's bind (used by DefaultBinder): posts pods/binding through the binder."""
         if self._binder is None:
@@ -361,6 +372,9 @@ class Framework:
                 out[name] = list(plugin.events_to_register())
             else:
                 out[name] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
+        if self._extenders:
+            # Upstream's defaultEnqueueExtension for ExtenderName: every event may help.
+            out[EXTENDER_NAME] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
         return out
 
     def queueing_hints(self) -> dict[str, list[tuple[ClusterEvent, QueueingHintFn | None]]]:
