@@ -220,3 +220,24 @@ async def _gone(cs: Clientset, name: str) -> bool:
     except NotFoundError:
         return True
     return False
+
+
+async def test_informers_see_the_terminating_pod_modified_then_deleted(admin: Clientset) -> None:
+    from kse.client.informer import Informer
+
+    await admin.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="node-1")))
+    await running_ready(admin, "w")
+    seen: list[tuple[str, str]] = []
+    inf = Informer(admin.pods, namespace=NS)
+    inf.add_event_handler(
+        None,
+        lambda _old, new: seen.append(("MODIFIED", new.metadata.deletion_timestamp)),
+        lambda gone: seen.append(("DELETED", gone.metadata.deletion_timestamp)),
+    )
+    async with inf.running():
+        await inf.wait_for_sync()
+        terminating = await admin.pods.delete(NS, "w")
+        await admin.pods.delete(NS, "w", grace_period_seconds=0, uid=terminating.metadata.uid)
+        await eventually(lambda: list(seen), lambda s: len(s) == 2, "two events", within=10)
+    stamp = terminating.metadata.deletion_timestamp
+    assert seen == [("MODIFIED", stamp), ("DELETED", stamp)]
