@@ -241,3 +241,27 @@ async def test_informers_see_the_terminating_pod_modified_then_deleted(admin: Cl
         await eventually(lambda: list(seen), lambda s: len(s) == 2, "two events", within=10)
     stamp = terminating.metadata.deletion_timestamp
     assert seen == [("MODIFIED", stamp), ("DELETED", stamp)]
+
+
+async def test_an_admitted_eviction_is_audited_with_its_budget(apiserver_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kse.audit import read_audit_log
+
+    path = tmp_path / "audit.jsonl"
+    server = await apiserver_factory("--audit-log", str(path))
+    cs = Clientset(await server.channel("admin"), qps=0, burst=0)
+    await cs.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="node-1")))
+    await running_ready(cs, "a")
+    await running_ready(cs, "b")
+    await budget(cs, "web", 1, healthy=2, desired=1)
+    evicted = await cs.pods.evict(NS, "a")
+    with pytest.raises(TooManyRequestsError):
+        await cs.pods.evict(NS, "b")
+    evicts = [r for r in read_audit_log(path) if r.verb == "evict"]
+    assert [(r.name, r.code) for r in evicts] == [("a", "OK"), ("b", "RESOURCE_EXHAUSTED")]
+    ok, refused = evicts
+    assert ok.extra["pdb"] == "web" and ok.extra["deletion_timestamp"] == evicted.metadata.deletion_timestamp
+    assert ok.revision == int(evicted.metadata.resource_version)
+    # One transaction: the budget's status was written at the pod's revision.
+    pdb = await cs.pod_disruption_budgets.get(NS, "web")
+    assert pdb.metadata.resource_version == evicted.metadata.resource_version
+    assert refused.message == VIOLATION and "pdb" not in refused.extra
