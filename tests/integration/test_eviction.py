@@ -265,3 +265,46 @@ async def test_an_admitted_eviction_is_audited_with_its_budget(apiserver_factory
     pdb = await cs.pod_disruption_budgets.get(NS, "web")
     assert pdb.metadata.resource_version == evicted.metadata.resource_version
     assert refused.message == VIOLATION and "pdb" not in refused.extra
+
+
+async def test_http_eviction_delete_options_dry_run_and_errors(
+    apiserver: ApiServer, admin: Clientset
+) -> None:
+    await admin.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="node-1")))
+    await running_ready(admin, "p")
+    await budget(admin, "web", 1, healthy=1, desired=0)
+    url = f"/api/v1/namespaces/{NS}/pods/p/eviction"
+
+    def eviction(**opts: object) -> dict[str, object]:
+        return {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "p"},
+            "deleteOptions": opts,
+        }
+
+    async with http_client(apiserver) as http:
+        code, out, _ = await http.call("POST", url, eviction(gracePeriodSeconds="soon"))
+        assert (code, out["reason"]) == (400, "BadRequest") and "gracePeriodSeconds" in out["message"]
+        code, out, _ = await http.call("POST", url, eviction(preconditions={"uid": "someone-else"}))
+        assert (code, out["reason"]) == (409, "Conflict") and "Precondition failed: UID" in out["message"]
+        code, out, _ = await http.call("POST", url, eviction(dryRun=["All"]))
+        assert code == 201, out
+        untouched = await admin.pod_disruption_budgets.get(NS, "web")
+        assert untouched.status.disruptions_allowed == 1 and not untouched.status.disrupted_pods
+        assert not (await admin.pods.get(NS, "p")).metadata.deletion_timestamp
+        code, out, _ = await http.call("POST", url, eviction(gracePeriodSeconds=7))
+        assert code == 201, out
+        assert (await admin.pods.get(NS, "p")).metadata.deletion_grace_period_seconds == 7
+
+        await running_ready(admin, "q")
+        await budget(admin, "other", 1, healthy=1, desired=0)
+        code, out, _ = await http.call(
+            "POST",
+            f"/api/v1/namespaces/{NS}/pods/q/eviction",
+            {"apiVersion": "policy/v1", "kind": "Eviction"},
+        )
+        assert (code, out["reason"]) == (500, "InternalError"), out
+        assert out["message"].startswith(
+            "Internal error occurred: This pod has more than one PodDisruptionBudget"
+        )
