@@ -34,6 +34,7 @@ from kse.tasks import background
 from proto import kse_pb2 as pb
 from tests.fixtures import polling
 from tests.fixtures.apiserver import ApiServer
+from tests.fixtures.kube import kubectl, kubectl_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -469,3 +470,67 @@ async def test_killing_the_leader_mid_rollout_neither_over_nor_under_shoots(clus
         live[0].metadata.labels["pod-template-hash"]
     }
     assert await second.leading() == 1.0
+
+
+# ---------------------------------------------------------------- kubectl and the real manifests
+
+EXAMPLES = REPO_ROOT.parent / "shared" / "k8s-examples"
+
+
+def test_manifests_exist() -> None:
+    assert (EXAMPLES / "controllers" / "nginx-deployment.yaml").is_file(), EXAMPLES
+
+
+async def kubectl_async(kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(kubectl, kubeconfig, *args, check=check, timeout=120)
+
+
+async def test_kubectl_scale_and_rollout_status_on_the_real_manifests(cluster: Cluster) -> None:
+    kubectl_path()  # skips without kubectl
+    await cluster.start_controller_manager("cm-1")
+    kc = cluster.apiserver.kubeconfig(cluster.workdir / "kubeconfig", "admin")
+    nginx = EXAMPLES / "controllers" / "nginx-deployment.yaml"
+    await kubectl_async(kc, "apply", "-f", str(nginx))
+    out = await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
+    assert 'deployment "nginx-deployment" successfully rolled out' in out.stdout, out
+    d = await cluster.admin.deployments.get(NS, "nginx-deployment")
+    assert d.status.available_replicas == 3
+
+    scaled = await kubectl_async(kc, "scale", "deployment/nginx-deployment", "--replicas=5")
+    assert "deployment.apps/nginx-deployment scaled" in scaled.stdout, scaled
+    got = await kubectl_async(kc, "get", "deployment/nginx-deployment", "--subresource=scale", "-o", "json")
+    scale = json.loads(got.stdout)
+    assert (scale["kind"], scale["apiVersion"], scale["spec"]["replicas"]) == ("Scale", "autoscaling/v1", 5)
+    assert scale["status"]["selector"] == "app.kubernetes.io/name=nginx"
+    await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
+    await eventually(
+        lambda: app_pods_by(cluster.admin, "app.kubernetes.io/name=nginx"), lambda ps: len(ps) == 5, "5"
+    )
+
+    # A new image through kubectl: a second revision, rolled out.
+    await kubectl_async(kc, "set", "image", "deployment/nginx-deployment", "nginx=nginx:1.16.1")
+    await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
+    d = await cluster.admin.deployments.get(NS, "nginx-deployment")
+    assert d.metadata.annotations["deployment.kubernetes.io/revision"] == "2"
+    bad = await kubectl_async(kc, "scale", "deployment/nginx-deployment", "--replicas=-1", check=False)
+    assert bad.returncode != 0
+
+    # The other real manifests, unchanged (their PriorityClasses first: the example file defines
+    # "placeholder"; "low-priority" has no manifest among the examples).
+    await kubectl_async(kc, "apply", "-f", str(EXAMPLES / "priorityclass" / "low-priority-class.yaml"))
+    pc = pb.PriorityClass(api_version="scheduling.k8s.io/v1", kind="PriorityClass", value=-10)
+    pc.metadata.name = "low-priority"
+    await cluster.admin.priority_classes.create(pc)
+    names = []
+    for path in sorted((EXAMPLES / "application").glob("*.yaml")) + sorted(
+        (EXAMPLES / "deployments").glob("*.yaml")
+    ):
+        await kubectl_async(kc, "apply", "-f", str(path))
+        names += [
+            line.split()[0]
+            for line in (await kubectl_async(kc, "get", "-f", str(path), "-o", "name")).stdout.split()
+            if line.startswith("deployment")
+        ]
+    assert len(names) == 4, names
+    for name in names:
+        await kubectl_async(kc, "rollout", "status", name, "--timeout=90s")
