@@ -9,9 +9,10 @@ refuses to decrement a budget whose spec the controller has not seen yet). The a
 `controllers.disruptionbudget`; this module is the wiring: informers on pods, budgets,
 ReplicaSets and Deployments; pod and budget events enqueue the budgets concerned; a worker syncs
 one budget at a time from the informers' stores; a budget with pending `disruptedPods` is looked
-at again when the earliest entry expires (2 minutes after its eviction). A failed sync (a
-conflicting write, the API server away) is retried with a per-budget exponential backoff, as
-upstream's rate-limited work queue.
+at again when the earliest entry expires (2 minutes after its eviction). The queue and workers
+are the controller-manager's (`controllers.workqueue`, `controllers.worker`): a failed sync (a
+conflicting write, the API server away) is retried with the per-key exponential backoff, a write
+refused as fenced ends the term.
 
 Not done here (upstream has it): the stale DisruptionTarget condition cleanup for pods that were
 evicted but never deleted, StatefulSets and the scale subresource of custom controllers (kse has
@@ -20,14 +21,14 @@ neither), and events (kse has no event recorder).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import ClassVar
 
 from controllers.base import ControllerContext
 from controllers.disruptionbudget import BudgetError, Scale, controller_of, failed_status, sync_budget
-from kse.client.errors import ApiError, NotFoundError
+from controllers.worker import run_workers
+from controllers.workqueue import RateLimitingQueue
+from kse.client.errors import NotFoundError
 from kse.objects.disruption import pdb_matches
 from kse.objects.meta import object_key
 from kse.objects.timeutil import now_rfc3339
@@ -35,79 +36,7 @@ from proto import kse_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# The default controller rate limiter's per-item backoff (5 ms doubling), capped lower than
-# upstream's 1000 s: a kse cluster is small and short-lived.
-BACKOFF_INITIAL_S = 0.005
-BACKOFF_MAX_S = 30.0
 APPS_GROUPS = ("apps/v1", "extensions/v1beta1")
-
-
-class KeyQueue:
-    """A de-duplicating work queue with delayed adds (client-go's delaying queue, reduced): a key
-    is handed to one worker at a time; added again while being processed, it comes back once."""
-
-    def __init__(self) -> None:
-        self._ready: asyncio.Queue[str] = asyncio.Queue()
-        self._queued: set[str] = set()
-        self._processing: set[str] = set()
-        self._dirty: set[str] = set()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._failures: dict[str, int] = {}
-
-    def add(self, key: str) -> None:
-        if key in self._processing:
-            self._dirty.add(key)
-            return
-        if key not in self._queued:
-            self._queued.add(key)
-            self._ready.put_nowait(key)
-
-    def add_after(self, key: str, delay: float) -> None:
-        """Add `key` in `delay` s; an earlier pending add wins (at most one timer per key)."""
-        if delay <= 0:
-            self.add(key)
-            return
-        loop = asyncio.get_running_loop()
-        when = loop.time() + delay
-        old = self._timers.get(key)
-        if old is not None:
-            if old.when() <= when:
-                return
-            old.cancel()
-        self._timers[key] = loop.call_at(when, self._fire, key)
-
-    def _fire(self, key: str) -> None:
-        self._timers.pop(key, None)
-        self.add(key)
-
-    def retry(self, key: str) -> None:
-        """Add `key` again after its backoff (doubling per consecutive failure)."""
-        n = self._failures.get(key, 0)
-        self._failures[key] = n + 1
-        self.add_after(key, min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2**n))
-
-    def forget(self, key: str) -> None:
-        self._failures.pop(key, None)
-
-    async def get(self) -> str:
-        key = await self._ready.get()
-        self._queued.discard(key)
-        self._processing.add(key)
-        return key
-
-    def done(self, key: str) -> None:
-        self._processing.discard(key)
-        if key in self._dirty:
-            self._dirty.discard(key)
-            self.add(key)
-
-    def close(self) -> None:
-        for t in self._timers.values():
-            t.cancel()
-        self._timers.clear()
-
-    def __len__(self) -> int:
-        return len(self._queued)
 
 
 class DisruptionController:
@@ -120,7 +49,7 @@ class DisruptionController:
         self.pdbs = ctx.informers.informer_for(cs.pod_disruption_budgets)
         self.replica_sets = ctx.informers.informer_for(cs.replica_sets)
         self.deployments = ctx.informers.informer_for(cs.deployments)
-        self.queue = KeyQueue()
+        self.queue: RateLimitingQueue[str] = RateLimitingQueue(self.name, metrics=ctx.workqueue_metrics)
         self.syncs = 0
         self.writes = 0
         self.pdbs.add_event_handler(self._pdb_changed, lambda _old, new: self._pdb_changed(new), None)
@@ -144,28 +73,9 @@ class DisruptionController:
     # ------------------------------------------------------------------ run
 
     async def run(self) -> None:
-        workers = max(1, self.ctx.options.concurrent_syncs.get(self.name, 1))
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for i in range(workers):
-                    tg.create_task(self._worker(), name=f"disruption-worker-{i}")
-        finally:
-            self.queue.close()
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self.sync(key)
-                self.queue.forget(key)
-            except ApiError as e:
-                log.info("disruption: syncing %s failed (%s: %s); retrying", key, e.code_name, e.message)
-                self.queue.retry(key)
-            except Exception:
-                log.exception("disruption: syncing %s failed; retrying", key)
-                self.queue.retry(key)
-            finally:
-                self.queue.done(key)
+        """The workers (`controllers.worker`: a failed sync is retried with the queue's backoff, a
+        fenced write ends the term) until cancelled."""
+        await run_workers(self.name, self.queue, self.sync, self.ctx.options.syncs_for(self.name), self.ctx)
 
     # ------------------------------------------------------------------ sync
 
@@ -176,7 +86,7 @@ class DisruptionController:
             return
         self.syncs += 1
         pods = [p for p in self.pods.store.list() if pdb_matches(pdb, p)]
-        now = time.time()
+        now = self.ctx.now()
         stamp = now_rfc3339(lambda: now)
         try:
             result = sync_budget(pdb, pods, self._find_scale, now, stamp)

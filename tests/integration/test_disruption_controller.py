@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,3 +185,43 @@ async def test_percent_budget_uses_the_replica_set_scale_and_a_missing_owner_fai
         cond = next(c for c in pdb.status.conditions if c.type == "DisruptionAllowed")
         assert (cond.status, cond.message) == ("False", 'found no controllers for pod "orphan"')
         assert pdb.status.disruptions_allowed == 0
+
+
+async def test_under_the_controller_manager_process(apiserver: ApiServer, tmp_path: Path) -> None:
+    """`kse controller-manager --controllers disruption` (its own identity, its Lease, fenced
+    writes) keeps a budget's status, and evictions follow it."""
+    from tests.integration.test_controller_manager import SHORT_LEASE, start_proc
+
+    ident = apiserver.pki["controller-manager"]
+    argv = [
+        sys.executable, "-m", "kse", "controller-manager", "--server", apiserver.address,
+        "--ca", str(ident.ca_bundle), "--cert", str(ident.cert), "--key", str(ident.key),
+        "--identity", "cm-1", "--controllers", "disruption",
+        "--leader-elect-lease-duration", SHORT_LEASE[0], "--leader-elect-renew-deadline", SHORT_LEASE[1],
+        "--leader-elect-retry-period", SHORT_LEASE[2], "--metrics-bind-address", "127.0.0.1:0",
+    ]  # fmt: skip
+    admin = await clientset(apiserver, "admin")
+    proc = await start_proc("controller-manager", argv, tmp_path)
+    try:
+        await admin.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="n1")))
+        for i in range(3):
+            await admin.pods.create(web_pod(f"web-{i}"))
+            await bind(admin, f"web-{i}", "n1")
+            p = await admin.pods.get(NS, f"web-{i}")
+            p.status.phase = "Running"
+            p.status.conditions.add(type="Ready", status="True")
+            await admin.pods.update_status(p)
+        budget = pb.PodDisruptionBudget(metadata=pb.ObjectMeta(name="web", namespace=NS))
+        budget.spec.selector.match_labels["app"] = "web"
+        budget.spec.min_available.number_value = 2
+        await admin.pod_disruption_budgets.create(budget)
+        await wait_counts(admin, (3, 2, 3, 1), "the controller-manager's first status")
+        await admin.pods.evict(NS, "web-0")
+        with pytest.raises(TooManyRequestsError):
+            await admin.pods.evict(NS, "web-1")
+        pdb = await wait_counts(admin, (3, 2, 2, 0), "the terminating pod no longer healthy")
+        assert dict(pdb.status.disrupted_pods) == {}  # it is terminating: the eviction is done
+    finally:
+        proc.kill()
+        log = proc.log()
+    assert "Traceback" not in log, log[-4000:]
