@@ -351,6 +351,23 @@ async def test_a_deployment_rolls_out_scales_and_rolls_a_new_template(cluster: C
         assert pod.metadata.labels["pod-template-hash"] == pod_hash
     assert rss[0].status.ready_replicas == rss[0].status.available_replicas == 3
 
+    # Events as upstream's controllers record them, on the Deployment and on its ReplicaSet.
+    async def events() -> list[tuple[str, str, str]]:
+        return [
+            (e.involved_object.kind, e.involved_object.name, e.reason)
+            for e in (await admin.events.list(NS)).items
+        ]
+
+    rs_name = rss[0].metadata.name
+    await eventually(
+        events,
+        lambda evs: (
+            ("Deployment", "web", "ScalingReplicaSet") in evs
+            and ("ReplicaSet", rs_name, "SuccessfulCreate") in evs
+        ),
+        "ScalingReplicaSet and SuccessfulCreate events",
+    )
+
     # Scale up, then down: the same ReplicaSet, the exact number of pods.
     for replicas in (5, 2):
         await set_replicas(admin, "web", replicas)
