@@ -20,6 +20,7 @@ from controllers.refmanager import controller_ref, new_controller_ref
 from controllers.workqueue import RateLimitingQueue
 from kse.client.errors import AlreadyExistsError, ApiError
 from kse.client.informer import Store
+from kse.events import NORMAL
 from kse.objects.meta import key_of
 from proto import kse_pb2 as pb
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "apps/v1"
 KIND = "Deployment"
+EVENT_COMPONENT = "deployment-controller"
 
 
 def copy_deployment(d: pb.Deployment) -> pb.Deployment:
@@ -216,6 +218,14 @@ class DeploymentSync:
                     pass
             raise
         if not already_exists and rs.spec.replicas > 0:
+            self.ctx.event(
+                d,
+                KIND,
+                NORMAL,
+                "ScalingReplicaSet",
+                f"Scaled up replica set {created.metadata.name} from 0 to {rs.spec.replicas}",
+                component=EVENT_COMPONENT,
+            )
             log.info(
                 "deployment %s: scaled up replica set %s from 0 to %d",
                 key_of(d),
@@ -261,6 +271,14 @@ class DeploymentSync:
         du.set_replicas_annotations(copy, desired, max_replicas)
         updated = await self._update_rs(copy)
         if size_changed:
+            self.ctx.event(
+                d,
+                KIND,
+                NORMAL,
+                "ScalingReplicaSet",
+                f"Scaled {operation} replica set {rs.metadata.name} from {old_scale} to {new_scale}",
+                component=EVENT_COMPONENT,
+            )
             log.info(
                 "deployment %s: scaled %s replica set %s from %d to %d",
                 key_of(d),

@@ -261,8 +261,11 @@ class ControllerManager:
         options: ControllerOptions,
         identity: str,
         metrics: ControllerManagerMetrics,
+        event_clientset: Clientset | None = None,
     ) -> None:
         self.clientset = clientset
+        # As upstream, events go through a client of their own (never taking the sync's tokens).
+        self.event_clientset = event_clientset
         self.names = list(names)
         self.options = options
         self.identity = identity
@@ -276,8 +279,18 @@ class ControllerManager:
         run the controllers until cancelled."""
         from controllers.registry import CONTROLLERS
         from kse.client.informer import InformerFactory
+        from kse.events import EventRecorder
 
         informers = InformerFactory(self.clientset)
+        # The term's recorder: events carry the fence of the term that decided them, and what is
+        # still queued when the term ends is dropped with it.
+        recorder = (
+            EventRecorder(
+                self.event_clientset, instance=self.identity, fence=self.fence, on_fenced=self.on_fenced
+            )
+            if self.event_clientset is not None
+            else None
+        )
         ctx = ControllerContext(
             clientset=self.clientset,
             informers=informers,
@@ -286,6 +299,7 @@ class ControllerManager:
             options=self.options,
             on_fenced=self.on_fenced,
             workqueue_metrics=self.metrics,
+            events=recorder,
         )
         controllers = [CONTROLLERS[name](ctx) for name in self.names]
         try:
@@ -298,6 +312,8 @@ class ControllerManager:
                     "informers synced (revision >= %d); starting controllers %s", min_revision, self.names
                 )
                 async with asyncio.TaskGroup() as tg:
+                    if recorder is not None:
+                        tg.create_task(recorder.run(), name="event-recorder")
                     for c in controllers:
                         tg.create_task(c.run(), name=f"controller-{c.name}")
         finally:
@@ -397,6 +413,7 @@ async def serve(
             options_from_args(args),
             identity,
             metrics,
+            event_clientset=clientset(channel, f"kse-controller-manager/{identity}/events"),
         )
         healthz: dict[str, Check] = {}
         elector: LeaderElector | None = None
