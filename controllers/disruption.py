@@ -14,9 +14,12 @@ are the controller-manager's (`controllers.workqueue`, `controllers.worker`): a 
 conflicting write, the API server away) is retried with the per-key exponential backoff, a write
 refused as fenced ends the term.
 
+Events as upstream: NoPods, UnmanagedPods, CalculateExpectedPodCountFailed (on the budget).
+
 Not done here (upstream has it): the stale DisruptionTarget condition cleanup for pods that were
-evicted but never deleted, StatefulSets and the scale subresource of custom controllers (kse has
-neither), and events (kse has no event recorder).
+evicted but never deleted (kse's eviction sets that condition in the same transaction as the
+deletion timestamp, so such a pod is always terminating), StatefulSets and the scale
+subresource of custom controllers (kse has neither).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from proto import kse_pb2 as pb
 log = logging.getLogger(__name__)
 
 APPS_GROUPS = ("apps/v1", "extensions/v1beta1")
+EVENT_COMPONENT = "controllermanager"  # upstream's disruption recorder: "controllermanager"
 
 
 class DisruptionController:
@@ -88,18 +92,34 @@ class DisruptionController:
         pods = [p for p in self.pods.store.list() if pdb_matches(pdb, p)]
         now = self.ctx.now()
         stamp = now_rfc3339(lambda: now)
+        if not pods:
+            self._event(pdb, "Normal", "NoPods", "No matching pods found")
         try:
             result = sync_budget(pdb, pods, self._find_scale, now, stamp)
         except BudgetError as e:
             log.warning("disruption: budget %s: %s", key, e)
+            self._event(
+                pdb, "Warning", "CalculateExpectedPodCountFailed",
+                f"Failed to calculate the number of expected pods: {e}",
+            )  # fmt: skip
             await self._write(pdb, failed_status(pdb, str(e), stamp))
             return
         if result.unmanaged:
             log.debug("disruption: budget %s selects unmanaged pods %s", key, ", ".join(result.unmanaged))
+            self._event(pdb, "Warning", "UnmanagedPods", _unmanaged_message(pdb))
         if result.status is not None:
             await self._write(pdb, result.status)
         if result.recheck_at is not None:
             self.queue.add_after(key, result.recheck_at - now)
+
+    def _event(self, pdb: pb.PodDisruptionBudget, event_type: str, reason: str, message: str) -> None:
+        """An event about the budget (policy/v1), as upstream's recorder; never blocks."""
+        events = self.ctx.events
+        if events is not None:
+            events.eventf(
+                pdb, event_type, reason, "", message, component=EVENT_COMPONENT,
+                kind="PodDisruptionBudget", api_version="policy/v1",
+            )  # fmt: skip
 
     async def _write(self, pdb: pb.PodDisruptionBudget, status: pb.PodDisruptionBudgetStatus) -> None:
         out = pb.PodDisruptionBudget(metadata=pdb.metadata, spec=pdb.spec, status=status)
@@ -126,3 +146,14 @@ class DisruptionController:
         if dep is None or dep.metadata.uid != owner.uid:
             return None
         return Scale(dep.metadata.uid, dep.spec.replicas if dep.spec.HasField("replicas") else 1)
+
+
+def _unmanaged_message(pdb: pb.PodDisruptionBudget) -> str:
+    """trySync's UnmanagedPods warning (the selector as upstream prints it: its labels)."""
+    labels = ",".join(f"{k}={v}" for k, v in sorted(pdb.spec.selector.match_labels.items()))
+    return (
+        f"Pods selected by this PodDisruptionBudget (selector: {labels}) were found to be unmanaged. "
+        "As a result, the status of the PDB cannot be calculated correctly, which may result in "
+        'undefined behavior. To account for these pods please set ".spec.minAvailable" field of the '
+        "PDB to an integer value."
+    )

@@ -221,6 +221,22 @@ async def test_under_the_controller_manager_process(apiserver: ApiServer, tmp_pa
             await admin.pods.evict(NS, "web-1")
         pdb = await wait_counts(admin, (3, 2, 2, 0), "the terminating pod no longer healthy")
         assert dict(pdb.status.disrupted_pods) == {}  # it is terminating: the eviction is done
+        # A budget over no pods: upstream's NoPods event, on the budget.
+        empty = pb.PodDisruptionBudget(metadata=pb.ObjectMeta(name="empty", namespace=NS))
+        empty.spec.selector.match_labels["app"] = "none"
+        empty.spec.min_available.number_value = 1
+        await admin.pod_disruption_budgets.create(empty)
+
+        async def no_pods_events() -> list[pb.Event]:
+            return [
+                e
+                for e in (await admin.events.list(NS)).items
+                if e.involved_object.name == "empty" and e.reason == "NoPods"
+            ]
+
+        [event] = await eventually(no_pods_events, bool, "a NoPods event", within=20, max_interval=0.1)
+        assert (event.type, event.involved_object.kind) == ("Normal", "PodDisruptionBudget")
+        assert event.involved_object.api_version == "policy/v1"
     finally:
         proc.kill()
         log = proc.log()
