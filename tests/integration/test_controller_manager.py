@@ -627,3 +627,22 @@ async def test_a_paused_leader_resumed_after_the_failover_lands_no_write(cluster
     assert obs.max_active <= replicas + surge, f"{obs.max_active} active pods\n{cluster.logs()}"
     live = [rs for rs in rss if rs.spec.replicas > 0]
     assert len(live) == 1 and live[0].spec.replicas == replicas
+
+
+async def test_sigterm_releases_the_lease_and_exits_0_and_metrics_and_health_answer(cluster: Cluster) -> None:
+    first = await cluster.start_controller_manager("cm-1")
+    await eventually(cluster.holder, lambda h: h == "cm-1", "cm-1 leads")
+    second = await cluster.start_controller_manager("cm-2")
+    for proc, leading in ((first, 1.0), (second, 0.0)):
+        await eventually(
+            proc.leading, lambda v, want=leading: v == want, f"{proc.name} master status {leading}"
+        )
+        code, body = await http_get(str(proc.info["metrics"]), "/healthz?verbose", within=5.0)
+        assert code == 200 and "[+]leaderElection ok" in body, body
+        code, _ = await http_get(str(proc.info["metrics"]), "/readyz", within=5.0)
+        assert code == 200
+    assert await first.stop() == 0
+    lease = await cluster.admin.leases.get(LEASE_NS, LEASE_NAME)
+    # Released (holder "" and a 1 s lease) or already taken by the standby, which needs no expiry.
+    assert lease.spec.holder_identity in ("", "cm-2")
+    await eventually(cluster.holder, lambda h: h == "cm-2", "cm-2 takes the released lease", within=10)
