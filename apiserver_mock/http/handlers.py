@@ -226,11 +226,21 @@ class Handlers:
         name = meta.get("name", "") if isinstance(meta, dict) else ""
         if name and name != t.name:
             raise BadRequest(f"name in URL does not match name in Eviction object: {t.name} != {name}")
-        if params.dry_run(request.query):
-            raise BadRequest("dryRun is not supported for pods/eviction")
-        await self.call(
-            "Evict", ident, pb.EvictRequest(namespace=t.namespace, name=t.name, fence=self._fence(request))
-        )
+        req = pb.EvictRequest(namespace=t.namespace, name=t.name, fence=self._fence(request))
+        opts = raw.get("deleteOptions") if isinstance(raw, dict) else None
+        if isinstance(opts, dict):  # kubectl drain puts gracePeriodSeconds and dryRun here
+            grace = opts.get("gracePeriodSeconds")
+            if grace is not None:
+                if not isinstance(grace, int) or isinstance(grace, bool):
+                    raise BadRequest("deleteOptions.gracePeriodSeconds: expected an integer")
+                req.grace_period_seconds = grace
+            req.dry_run = opts.get("dryRun") == ["All"]
+            pre = opts.get("preconditions")
+            if isinstance(pre, dict):
+                req.uid = str(pre.get("uid") or "")
+                req.resource_version = str(pre.get("resourceVersion") or "")
+        req.dry_run = req.dry_run or params.dry_run(request.query)
+        await self.call("Evict", ident, req)
         return Reply(success_body(201), 201).response()
 
     async def delete(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:

@@ -269,7 +269,7 @@ class Registry:
         if not req.name:
             raise Invalid("name is required")
         guard = await self.guard(ident, req.fence, kind, "", req.name)
-        return await self._delete(kind, ns, req.name, check, want_rv, req.uid, guard)
+        return await self._delete(kind, ns, req.name, check, want_rv, req.uid, guard, req.dry_run)
 
     async def evict(self, ident: Identity, req: pb.EvictRequest) -> tuple[bytes, int]:
         ns = self.namespace_for(POD, req.namespace)
@@ -277,7 +277,8 @@ class Registry:
         if not req.name:
             raise Invalid("name is required")
         guard = await self.guard(ident, req.fence, POD, "eviction", req.name)
-        return await self._delete(POD, ns, req.name, check, None, "", guard)
+        want_rv = parse_rv(req.resource_version) if req.resource_version else None
+        return await self._delete(POD, ns, req.name, check, want_rv, req.uid, guard, req.dry_run)
 
     async def _delete(
         self,
@@ -288,7 +289,10 @@ class Registry:
         want_rv: int | None,
         want_uid: str,
         guard: Guard,
+        dry_run: bool = False,
     ) -> tuple[bytes, int]:
+        """Delete after the preconditions and the object check; `dry_run` (DeleteOptions.dryRun=All)
+        runs every check and returns the object as it is, writing nothing."""
         key = self.cache(kind).key(ns, name)
         base = await self._base(kind, key, want_rv)
         for _ in range(MAX_CAS_ATTEMPTS):
@@ -299,6 +303,8 @@ class Registry:
                 raise errors.conflict(kind, name, failed)
             if check is not None:
                 check.check(base.msg)
+            if dry_run:
+                return wire.object_wire(kind, base.value, base.revision), base.revision
             res = await self.store.delete(key, base.revision, guard)
             if res.succeeded:
                 return wire.object_wire(kind, base.value, res.revision), res.revision

@@ -396,11 +396,20 @@ class ResourceClient(Generic[T]):
         resource_version: str = "",
         uid: str = "",
         fence: pb.FenceToken | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> T:
-        """Delete; returns the object as deleted (its resourceVersion is the deleting revision)."""
+        """Delete; returns the object as deleted (its resourceVersion is the deleting revision).
+        `grace_period_seconds` None is the object's own default (DeleteOptions.gracePeriodSeconds)."""
         self._check_namespace(namespace)
         req = pb.DeleteRequest(
-            resource=self.resource, namespace=namespace, name=name, resource_version=resource_version, uid=uid
+            resource=self.resource,
+            namespace=namespace,
+            name=name,
+            resource_version=resource_version,
+            uid=uid,
+            grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
         )
         if fence is not None:
             req.fence.CopyFrom(fence)
@@ -422,8 +431,13 @@ class NamespacedResourceClient(ResourceClient[T]):
         resource_version: str = "",
         uid: str = "",
         fence: pb.FenceToken | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> T:
-        return await self.delete_in(namespace, name, resource_version=resource_version, uid=uid, fence=fence)
+        return await self.delete_in(
+            namespace, name, resource_version=resource_version, uid=uid, fence=fence,
+            grace_period_seconds=grace_period_seconds, dry_run=dry_run,
+        )  # fmt: skip
 
 
 class ClusterResourceClient(ResourceClient[T]):
@@ -450,9 +464,21 @@ class PodsClient(NamespacedResourceClient[pb.Pod]):
         out = await self._clientset._unary("create", "pods/binding", "Bind", req, idempotent=False)
         return self._unwrap(out)
 
-    async def evict(self, namespace: str, name: str, fence: pb.FenceToken | None = None) -> pb.Pod:
-        """pods/eviction: delete the pod through the eviction subresource; returns it as deleted."""
-        req = pb.EvictRequest(namespace=namespace, name=name)
+    async def evict(
+        self,
+        namespace: str,
+        name: str,
+        fence: pb.FenceToken | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> pb.Pod:
+        """pods/eviction: delete the pod through the eviction subresource; returns it as deleted.
+        TooManyRequestsError (RESOURCE_EXHAUSTED, HTTP 429) means a disruption budget says no for
+        now: retry later, as kubectl drain does."""
+        req = pb.EvictRequest(
+            namespace=namespace, name=name, grace_period_seconds=grace_period_seconds, dry_run=dry_run
+        )
         if fence is not None:
             req.fence.CopyFrom(fence)
         out = await self._clientset._unary("create", "pods/eviction", "Evict", req, idempotent=False)
