@@ -400,17 +400,17 @@ class ResourceClient(Generic[T]):
         dry_run: bool = False,
     ) -> T:
         """Delete; returns the object as deleted (its resourceVersion is the deleting revision).
-        `grace_period_seconds` None is the object's own default (DeleteOptions.gracePeriodSeconds)."""
+
+        A scheduled, running pod is deleted gracefully (`grace_period_seconds`, else its
+        terminationGracePeriodSeconds): the answer is the pod with its deletionTimestamp set, and
+        it goes when its kubelet has stopped it. `grace_period_seconds=0` removes it at once."""
         self._check_namespace(namespace)
         req = pb.DeleteRequest(
-            resource=self.resource,
-            namespace=namespace,
-            name=name,
-            resource_version=resource_version,
-            uid=uid,
-            grace_period_seconds=grace_period_seconds,
-            dry_run=dry_run,
+            resource=self.resource, namespace=namespace, name=name, resource_version=resource_version, uid=uid
         )
+        if grace_period_seconds is not None:
+            req.grace_period_seconds = grace_period_seconds
+        req.dry_run = dry_run  # every check, nothing written (DeleteOptions.dryRun=All)
         if fence is not None:
             req.fence.CopyFrom(fence)
         out = await self._clientset._unary("delete", self.resource, "Delete", req, idempotent=False)
@@ -435,9 +435,14 @@ class NamespacedResourceClient(ResourceClient[T]):
         dry_run: bool = False,
     ) -> T:
         return await self.delete_in(
-            namespace, name, resource_version=resource_version, uid=uid, fence=fence,
-            grace_period_seconds=grace_period_seconds, dry_run=dry_run,
-        )  # fmt: skip
+            namespace,
+            name,
+            resource_version=resource_version,
+            uid=uid,
+            fence=fence,
+            grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
+        )
 
 
 class ClusterResourceClient(ResourceClient[T]):
@@ -447,9 +452,18 @@ class ClusterResourceClient(ResourceClient[T]):
         return await self.get_in("", name)
 
     async def delete(
-        self, name: str, *, resource_version: str = "", uid: str = "", fence: pb.FenceToken | None = None
+        self,
+        name: str,
+        *,
+        resource_version: str = "",
+        uid: str = "",
+        fence: pb.FenceToken | None = None,
+        grace_period_seconds: int | None = None,
     ) -> T:
-        return await self.delete_in("", name, resource_version=resource_version, uid=uid, fence=fence)
+        return await self.delete_in(
+            "", name, resource_version=resource_version, uid=uid, fence=fence,
+            grace_period_seconds=grace_period_seconds,
+        )
 
 
 class PodsClient(NamespacedResourceClient[pb.Pod]):
@@ -471,14 +485,18 @@ class PodsClient(NamespacedResourceClient[pb.Pod]):
         fence: pb.FenceToken | None = None,
         *,
         grace_period_seconds: int | None = None,
+        uid: str = "",
+        resource_version: str = "",
         dry_run: bool = False,
     ) -> pb.Pod:
-        """pods/eviction: delete the pod through the eviction subresource; returns it as deleted.
-        TooManyRequestsError (RESOURCE_EXHAUSTED, HTTP 429) means a disruption budget says no for
-        now: retry later, as kubectl drain does."""
+        """pods/eviction: delete the pod if its PodDisruptionBudget allows; returns it as deleted
+        (or terminating, for a graceful delete). TooManyRequestsError (RESOURCE_EXHAUSTED) when
+        the budget does not allow it now."""
         req = pb.EvictRequest(
-            namespace=namespace, name=name, grace_period_seconds=grace_period_seconds, dry_run=dry_run
+            namespace=namespace, name=name, uid=uid, resource_version=resource_version, dry_run=dry_run
         )
+        if grace_period_seconds is not None:
+            req.grace_period_seconds = grace_period_seconds
         if fence is not None:
             req.fence.CopyFrom(fence)
         out = await self._clientset._unary("create", "pods/eviction", "Evict", req, idempotent=False)
