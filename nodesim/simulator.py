@@ -607,7 +607,9 @@ class NodeSimulator:
     async def _finalize(self, rec: PodRecord) -> None:
         """A pod marked for deletion: its containers are gone, so remove the object (uid-guarded)."""
         try:
-            await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid)
+            # Grace 0, as the kubelet's status manager does once the containers are gone: a delete
+            # without it would only (re)start a graceful deletion, and the pod would never go.
+            await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid, grace_period_seconds=0)
             self.stats.pods_finalized += 1
         except NotFoundError:
             pass

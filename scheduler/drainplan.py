@@ -239,7 +239,10 @@ class _Budget:
         self.pdb = pdb
         self.key = _key(pdb)
         self.allowed = pdb.status.disruptions_allowed
-        self.met = pdb.status.current_healthy >= pdb.status.desired_healthy
+        st = pdb.status
+        self.met = st.current_healthy >= st.desired_healthy and st.desired_healthy > 0
+        if st.observed_generation < pdb.metadata.generation:
+            self.allowed = 0  # the API server refuses (429) until the controller has seen the spec
         self.always_allow = pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
         self.blocked: list[PodPlan] = []  # waiting for replacements, in order
         self.ready_supply = 0  # replacements of evicted pods that will become ready, not yet spent
