@@ -347,7 +347,9 @@ def run_drain(args: argparse.Namespace) -> int:
                 out.note("There are pending nodes to be drained:")
                 for name in outcome.remaining:
                     out.note(f" {name}")
-            out.error(f"error: {outcome.error}")
+            # kubectl's CheckErr: an aggregate's errors one a line, as they are; else "error: ...".
+            for line in outcome.errors or [f"error: {outcome.error}"]:
+                out.error(line)
 
     return run(args, body)
 

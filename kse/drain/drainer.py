@@ -109,7 +109,17 @@ class DrainOptions:
 
 
 class DrainError(Exception):
-    """A node could not be drained; the text is kubectl's."""
+    """A node could not be drained; the text is kubectl's. `errors` are the parts of an aggregate
+    (upstream's utilerrors.Aggregate: "[a, b]" as text, one line each when kubectl exits), empty for
+    a single plain error."""
+
+    def __init__(self, message: str, errors: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.errors = list(errors)
+
+    @classmethod
+    def of(cls, errors: Sequence[str]) -> DrainError:
+        return cls(filters.aggregate(list(errors)), errors)
 
 
 @dataclass
@@ -117,6 +127,7 @@ class DrainOutcome:
     drained: list[str] = field(default_factory=list)
     failed: str | None = None  # the node that stopped the drain
     error: str = ""
+    errors: list[str] = field(default_factory=list)  # the aggregate's parts (DrainError.errors)
     remaining: list[str] = field(default_factory=list)  # not drained (the failed node included)
 
     @property
@@ -254,7 +265,7 @@ class Drainer:
             tasks = [tg.create_task(self._evict_one(p, deadline)) for p in pods]
         errors = [e for e in (t.result() for t in tasks) if e is not None]
         if errors:
-            raise DrainError(filters.aggregate(errors))
+            raise DrainError.of(errors)
 
     async def _delete(self, pods: Sequence[pb.Pod]) -> None:
         server_dry_run = self.options.dry_run == DRY_RUN_SERVER
@@ -310,7 +321,7 @@ class Drainer:
         listing = await self.pods_for_deletion(node)
         errors = listing.errors()
         if errors:
-            raise DrainError(filters.aggregate(errors))
+            raise DrainError.of(errors)
         warnings = listing.warnings()
         if warnings:
             self._emit(WARNING, node=node, message=warnings)
@@ -338,7 +349,7 @@ class Drainer:
             try:
                 await self.drain_node(node)
             except DrainError as e:
-                outcome.failed, outcome.error = node, str(e)
+                outcome.failed, outcome.error, outcome.errors = node, str(e), e.errors
                 outcome.remaining = [n for n in nodes if n not in outcome.drained]
                 return outcome
             outcome.drained.append(node)
