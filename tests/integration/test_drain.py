@@ -270,3 +270,68 @@ async def test_a_zero_budget_makes_drain_retry_then_time_out(cluster: Cluster, t
     assert err.splitlines()[-1] == timeout, err  # kubectl prints an aggregate's errors as they are
     assert f'There are pending pods in node "dn-0" when an error occurred: {timeout}' in err, err
     assert (await cluster.admin.pods.get(NS, name)).metadata.uid == pod.metadata.uid  # still there
+
+
+async def test_plan_predicts_the_pending_replacement_and_its_message(cluster: Cluster) -> None:
+    before = await web_on_dn0(cluster)  # dn-1 has half a CPU taken
+    await cluster.admin.pods.create(bare_pod("fill-1", "dn-1", "2500m"))  # 1 CPU left on dn-1
+    await cluster.admin.pods.create(bare_pod("fill-2", "dn-2", "2500m"))  # 1.5 CPU left on dn-2
+    rc, out, err = await cluster.kse("drain", "--plan", "dn-0", "-o", "json")
+    assert rc == 0, err
+    plan = json.loads(out)
+    assert planned(plan) == ["dn-1", "dn-2", None]
+    (message,) = [p["replacement"]["message"] for p in plan["pods"] if p["replacement"]["node"] is None]
+    assert message == "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
+    assert plan["summary"]["replacementsPending"] == 1
+
+    rc, out, err = await cluster.kse("drain", "dn-0", "--force")
+    assert rc == 0 and out.splitlines()[-1] == "node/dn-0 drained", (out, err)
+
+    def settled(ps: list[pb.Pod]) -> bool:
+        new = [p for p in ps if p.metadata.uid not in {b.metadata.uid for b in before}]
+        pending = [p for p in new if not p.spec.node_name]
+        return (
+            len(new) == 3
+            and len(pending) == 1
+            and any(
+                c.type == "PodScheduled" and c.reason == "Unschedulable" for c in pending[0].status.conditions
+            )
+        )
+
+    after = await eventually(lambda: pods_of(cluster.admin, "web"), settled, "two placed, one unschedulable")
+    assert placements(after, before) == planned(plan)
+    (pending,) = [p for p in after if not p.spec.node_name]
+    (cond,) = [c for c in pending.status.conditions if c.type == "PodScheduled"]
+    assert cond.message == message  # what the scheduler said is what the plan predicted
+
+    rc, out, err = await cluster.kse("drain", "--report")
+    assert rc == 0, err
+    assert out.splitlines()[-1] == "summary: 4 match, 0 mismatch", out
+    assert f"default/ReplicaSet/web: actually Pending: {message}" in out
+
+
+@pytest.mark.parametrize("tool", ["kse", "kubectl"])
+async def test_disable_eviction_deletes_past_the_budget(cluster: Cluster, tool: str) -> None:
+    (pod,) = await web_on_dn0(cluster, replicas=1)
+    await zero_budget(cluster.admin)
+    run_tool = cluster.kse if tool == "kse" else cluster.kubectl
+    rc, out, err = await run_tool("drain", "dn-0", "--disable-eviction", "--grace-period=0", "--timeout=30s")
+    assert rc == 0, (out, err)
+    assert f"pod/{pod.metadata.name} deleted" in out.splitlines(), out
+    assert "evicting" not in out
+
+
+@pytest.mark.parametrize("tool", ["kse", "kubectl"])
+async def test_server_dry_run_changes_nothing(cluster: Cluster, tool: str) -> None:
+    (pod,) = await web_on_dn0(cluster, replicas=1)
+    run_tool = cluster.kse if tool == "kse" else cluster.kubectl
+    rc, out, err = await run_tool("drain", "dn-0", "--dry-run=server")
+    assert rc == 0, (out, err)
+    assert out.splitlines() == [
+        "node/dn-0 cordoned (server dry run)",
+        f"evicting pod default/{pod.metadata.name} (server dry run)",
+        "node/dn-0 drained (server dry run)",
+    ]
+    assert not (await cluster.admin.nodes.get("dn-0")).spec.unschedulable
+    still = await cluster.admin.pods.get(NS, pod.metadata.name)
+    assert still.metadata.uid == pod.metadata.uid and not still.metadata.deletion_timestamp
