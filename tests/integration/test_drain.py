@@ -27,6 +27,7 @@ from controllers.base import ControllerContext, ControllerOptions
 from controllers.replicaset import ReplicaSetController
 from kse.client.clientset import Clientset
 from kse.client.informer import InformerFactory
+from kse.drain.cordon import uncordon
 from kse.tasks import background
 from nodesim.simulator import NodeSimConfig, NodeSimulator
 from nodesim.template import FleetConfig
@@ -361,7 +362,7 @@ async def test_kse_and_kubectl_say_the_same(cluster: Cluster) -> None:
         outputs = []
         for run_tool in (cluster.kse, cluster.kubectl):
             outputs.append(await run_tool("drain", "dn-0", *flags))
-            await cluster.admin.nodes.update(_uncordoned(await cluster.admin.nodes.get("dn-0")))
+            await uncordon(cluster.admin, "dn-0")  # retries the conflicts of nodesim's status writes
         assert normalized(outputs[0]) == normalized(outputs[1]), (flags, outputs)
     assert outputs[0][1].splitlines()[-1] == "node/dn-0 drained (server dry run)"
     assert {p.metadata.name for p in (await cluster.admin.pods.list(NS)).items} >= {"agent-x", "bare"}
@@ -379,8 +380,3 @@ def normalized(result: tuple[int, str, str]) -> tuple[int, str, list[str]]:
             line = head + sep + ", ".join(sorted(rest.split(", cannot")))
         lines.append(line)
     return rc, out, sorted(lines)
-
-
-def _uncordoned(node: pb.Node) -> pb.Node:
-    node.spec.unschedulable = False
-    return node
