@@ -51,6 +51,10 @@ SKIPPED_WAIT = "skipped-wait"  # pod: deletionTimestamp older than skip_wait_for
 PENDING = "pending"  # node, message: the error; pods: what is still on the node
 DRAINED = "drained"  # node
 
+# What kubectl (1.32) reports when --timeout ends a wait for pods to go: wait.PollUntilContextTimeout's
+# context error.
+CONTEXT_DEADLINE = "context deadline exceeded"
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -222,9 +226,7 @@ class Drainer:
                 self._emit(EVICTED if evicted else DELETED, pod)
                 return None
             if deadline is not None and loop.time() >= deadline:
-                if evicted:
-                    return f"global timeout reached: {self._timeout_text()}"
-                return "timed out waiting for the condition"
+                return CONTEXT_DEADLINE
             await asyncio.sleep(self.options.poll_interval)
 
     def _deadline(self) -> float | None:
@@ -302,7 +304,7 @@ class Drainer:
             if not waiting:
                 return
             if deadline is not None and loop.time() >= deadline:
-                raise DrainError("timed out waiting for the condition")
+                raise DrainError(CONTEXT_DEADLINE)
             await asyncio.sleep(self.options.poll_interval)
 
     async def delete_or_evict(self, pods: Sequence[pb.Pod]) -> None:
