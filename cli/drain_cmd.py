@@ -330,8 +330,13 @@ def run_drain(args: argparse.Namespace) -> int:
         return _report(args)
     from kse.drain.drainer import Drainer
 
+    try:
+        opts = _options(args)  # bad flags are refused before anything connects
+    except CommandError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
     async def body(cs: Clientset, out: Out) -> None:
-        opts = _options(args)
         nodes = await _node_names(cs, args)
         if args.plan:
             print_plan(out, await _plan(cs, args, nodes, opts), args.output)
