@@ -207,3 +207,22 @@ def test_report_compares_plan_with_pods(cluster: ClusterState) -> None:
     assert (web.planned, web.actual, web.match) == (["n2", "n2", "n3", None], ["n2", "n2", "n2", None], False)
     with pytest.raises(drainreport.ReportError):
         drainreport.compare({"kind": "Other"}, after)
+
+
+def test_pods_already_pending_queue_ahead_of_replacements(cluster: ClusterState) -> None:
+    waiting = pod("waiting", "", "2", owner=None)
+    waiting.status.phase = "Pending"
+    cluster.pods = [
+        pod("web-a", "n1", "2"),
+        pod("other", "n2", "2", owner=None),  # n2: 2 CPUs free; n3: 4 free
+        pod("filler", "n3", "2", owner=None),  # n3: 2 free: room for one 2-CPU pod on each
+        waiting,
+    ]
+    cluster.pdbs = []
+    (web,) = plan_drain(cluster, ["n1"]).pods
+    assert web.replacement is not None and web.replacement.node in ("n2", "n3")
+    cluster.pods[2] = pod("filler", "n3", "4", owner=None)  # n3 full: one slot, n2's
+    (web,) = plan_drain(cluster, ["n1"]).pods
+    assert web.replacement == drainplan.Replacement(
+        None, "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
+    )  # the older pending pod took n2 first
