@@ -110,7 +110,12 @@ def record_for(
                 extra["lease_duration_seconds"] = spec.lease_duration_seconds
         elif target.kind is POD and verb == "update_status" and target.msg is not None:
             extra["phase"] = target.msg.status.phase  # type: ignore[attr-defined]
-        if target.kind is POD and target.msg is not None and target.msg.metadata.deletion_timestamp:
+        if (
+            target.kind is POD
+            and verb in ("delete", "evict")
+            and target.msg is not None
+            and target.msg.metadata.deletion_timestamp
+        ):
             extra["deletion_timestamp"] = target.msg.metadata.deletion_timestamp  # a graceful delete
     if notes and notes.get("pdb"):
         extra["pdb"] = notes["pdb"]

@@ -16,6 +16,7 @@ from typing import ClassVar, Protocol
 from controllers.workqueue import WorkqueueMetrics
 from kse.client.clientset import Clientset
 from kse.client.informer import InformerFactory
+from kse.events import EventRecorder
 from proto import kse_pb2 as pb
 
 # kube-controller-manager's --concurrent-*-syncs defaults, by controller name.
@@ -52,6 +53,25 @@ class ControllerContext:
     # The wall clock controllers read (availability after minReadySeconds, progress deadlines).
     now: Callable[[], float] = time.time
     workqueue_metrics: WorkqueueMetrics | None = None
+    # The term's event recorder (None: events are not recorded, e.g. in tests of one controller).
+    events: EventRecorder | None = None
+
+    def event(
+        self, obj: object, kind: str, event_type: str, reason: str, message: str, *, component: str
+    ) -> None:
+        """Record an event about a workload object (`kind` in apps/v1), as upstream's recorders
+        do (`SuccessfulCreate`, `ScalingReplicaSet`, ...); never blocks."""
+        if self.events is not None:
+            self.events.eventf(
+                obj,  # type: ignore[arg-type]
+                event_type,
+                reason,
+                "",
+                message,
+                component=component,
+                kind=kind,
+                api_version="apps/v1",
+            )
 
 
 class Controller(Protocol):

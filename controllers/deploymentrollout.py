@@ -39,16 +39,20 @@ async def rollout_rolling(s: DeploymentSync, d: pb.Deployment, rss: Sequence[pb.
     await sync_rollout_status(s, all_rss, new_rs, d)
 
 
+def new_replica_set_target(all_rss: Sequence[pb.ReplicaSet], new_rs: pb.ReplicaSet, d: pb.Deployment) -> int:
+    """reconcileNewReplicaSet's decision: the size the new ReplicaSet should have now."""
+    if new_rs.spec.replicas >= d.spec.replicas:
+        return d.spec.replicas
+    return du.new_rs_new_replicas(d, all_rss, new_rs)
+
+
 async def reconcile_new_replica_set(
     s: DeploymentSync, all_rss: Sequence[pb.ReplicaSet], new_rs: pb.ReplicaSet, d: pb.Deployment
 ) -> bool:
-    if new_rs.spec.replicas == d.spec.replicas:
+    target = new_replica_set_target(all_rss, new_rs, d)
+    if target == new_rs.spec.replicas:
         return False
-    if new_rs.spec.replicas > d.spec.replicas:
-        scaled, _ = await s.scale_replica_set_and_record_event(new_rs, d.spec.replicas, d)
-        return scaled
-    count = du.new_rs_new_replicas(d, all_rss, new_rs)
-    scaled, _ = await s.scale_replica_set_and_record_event(new_rs, count, d)
+    scaled, _ = await s.scale_replica_set_and_record_event(new_rs, target, d)
     return scaled
 
 
@@ -61,56 +65,36 @@ def max_scaled_down(all_rss: Sequence[pb.ReplicaSet], new_rs: pb.ReplicaSet, d: 
     return all_pods - min_available - new_unavailable
 
 
-async def reconcile_old_replica_sets(
-    s: DeploymentSync,
-    all_rss: Sequence[pb.ReplicaSet],
-    old_rss: list[pb.ReplicaSet],
-    new_rs: pb.ReplicaSet,
-    d: pb.Deployment,
-) -> bool:
-    if du.replica_count(old_rss) == 0:
-        return False
-    budget = max_scaled_down(all_rss, new_rs, d)
-    if budget <= 0:
-        return False
-    old_rss, cleaned = await cleanup_unhealthy_replicas(s, old_rss, d, budget)
-    scaled = await scale_down_old_for_rolling_update(s, [*old_rss, new_rs], old_rss, d)
-    return cleaned + scaled > 0
+Plan = list[tuple[pb.ReplicaSet, int]]  # (a ReplicaSet as it is, its new size), in order
 
 
-async def cleanup_unhealthy_replicas(
-    s: DeploymentSync, old_rss: list[pb.ReplicaSet], d: pb.Deployment, max_cleanup: int
-) -> tuple[list[pb.ReplicaSet], int]:
-    """cleanupUnhealthyReplicas: drop old replicas that are not available, oldest first."""
-    ordered = du.by_creation_timestamp(old_rss)
+def unhealthy_cleanup_plan(old_rss: Sequence[pb.ReplicaSet], max_cleanup: int) -> Plan:
+    """cleanupUnhealthyReplicas: remove old replicas that are not available (they cost no
+    availability), oldest ReplicaSet first, at most `max_cleanup`."""
+    plan: Plan = []
     total = 0
-    for i, rs in enumerate(ordered):
+    for rs in du.by_creation_timestamp(old_rss):
         if total >= max_cleanup:
             break
         if rs.spec.replicas == 0 or rs.spec.replicas == rs.status.available_replicas:
             continue
         count = min(max_cleanup - total, rs.spec.replicas - rs.status.available_replicas)
-        new_count = rs.spec.replicas - count
-        if new_count > rs.spec.replicas:
-            raise ValueError(
-                f"when cleaning up unhealthy replicas, got invalid request to scale down "
-                f"{rs.metadata.namespace}/{rs.metadata.name} {rs.spec.replicas} -> {new_count}"
-            )
-        _, ordered[i] = await s.scale_replica_set_and_record_event(rs, new_count, d)
+        plan.append((rs, rs.spec.replicas - count))
         total += count
-    return ordered, total
+    return plan
 
 
-async def scale_down_old_for_rolling_update(
-    s: DeploymentSync, all_rss: Sequence[pb.ReplicaSet], old_rss: Sequence[pb.ReplicaSet], d: pb.Deployment
-) -> int:
+def rolling_scale_down_plan(
+    all_rss: Sequence[pb.ReplicaSet], old_rss: Sequence[pb.ReplicaSet], d: pb.Deployment
+) -> Plan:
     """scaleDownOldReplicaSetsForRollingUpdate: the available pods above minAvailable, oldest
     ReplicaSet first."""
     min_available = d.spec.replicas - du.max_unavailable(d)
     available = du.available_replica_count(all_rss)
     if available <= min_available:
-        return 0
+        return []
     budget = available - min_available
+    plan: Plan = []
     total = 0
     for rs in du.by_creation_timestamp(old_rss):
         if total >= budget:
@@ -118,9 +102,52 @@ async def scale_down_old_for_rolling_update(
         if rs.spec.replicas == 0:
             continue
         count = min(rs.spec.replicas, budget - total)
-        await s.scale_replica_set_and_record_event(rs, rs.spec.replicas - count, d)
+        plan.append((rs, rs.spec.replicas - count))
         total += count
-    return total
+    return plan
+
+
+def _resized(rs: pb.ReplicaSet, replicas: int) -> pb.ReplicaSet:
+    out = pb.ReplicaSet()
+    out.CopyFrom(rs)
+    out.spec.replicas = replicas
+    return out
+
+
+def old_replica_sets_plan(
+    all_rss: Sequence[pb.ReplicaSet],
+    old_rss: Sequence[pb.ReplicaSet],
+    new_rs: pb.ReplicaSet,
+    d: pb.Deployment,
+) -> tuple[Plan, Plan]:
+    """reconcileOldReplicaSets' decisions: the unhealthy cleanup, then the scale-down computed on
+    the ReplicaSets as the cleanup leaves them."""
+    if du.replica_count(old_rss) == 0:
+        return [], []
+    budget = max_scaled_down(all_rss, new_rs, d)
+    if budget <= 0:
+        return [], []
+    cleanup = unhealthy_cleanup_plan(old_rss, budget)
+    sizes = {rs.metadata.name: n for rs, n in cleanup}
+    after = [_resized(rs, sizes[rs.metadata.name]) if rs.metadata.name in sizes else rs for rs in old_rss]
+    return cleanup, rolling_scale_down_plan([*after, new_rs], after, d)
+
+
+async def reconcile_old_replica_sets(
+    s: DeploymentSync,
+    all_rss: Sequence[pb.ReplicaSet],
+    old_rss: list[pb.ReplicaSet],
+    new_rs: pb.ReplicaSet,
+    d: pb.Deployment,
+) -> bool:
+    cleanup, scale_down = old_replica_sets_plan(all_rss, old_rss, new_rs, d)
+    written: dict[str, pb.ReplicaSet] = {}
+    for rs, size in cleanup:
+        _, written[rs.metadata.name] = await s.scale_replica_set_and_record_event(rs, size, d)
+    for rs, size in scale_down:
+        current = written.get(rs.metadata.name, rs)  # the cleanup's write: its resourceVersion
+        await s.scale_replica_set_and_record_event(current, size, d)
+    return bool(cleanup or scale_down)
 
 
 async def rollout_recreate(

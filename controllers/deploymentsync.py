@@ -20,6 +20,7 @@ from controllers.refmanager import controller_ref, new_controller_ref
 from controllers.workqueue import RateLimitingQueue
 from kse.client.errors import AlreadyExistsError, ApiError
 from kse.client.informer import Store
+from kse.events import NORMAL
 from kse.objects.meta import key_of
 from proto import kse_pb2 as pb
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 API_VERSION = "apps/v1"
 KIND = "Deployment"
+EVENT_COMPONENT = "deployment-controller"
 
 
 def copy_deployment(d: pb.Deployment) -> pb.Deployment:
@@ -216,6 +218,14 @@ class DeploymentSync:
                     pass
             raise
         if not already_exists and rs.spec.replicas > 0:
+            self.ctx.event(
+                d,
+                KIND,
+                NORMAL,
+                "ScalingReplicaSet",
+                f"Scaled up replica set {created.metadata.name} from 0 to {rs.spec.replicas}",
+                component=EVENT_COMPONENT,
+            )
             log.info(
                 "deployment %s: scaled up replica set %s from 0 to %d",
                 key_of(d),
@@ -261,6 +271,14 @@ class DeploymentSync:
         du.set_replicas_annotations(copy, desired, max_replicas)
         updated = await self._update_rs(copy)
         if size_changed:
+            self.ctx.event(
+                d,
+                KIND,
+                NORMAL,
+                "ScalingReplicaSet",
+                f"Scaled {operation} replica set {rs.metadata.name} from {old_scale} to {new_scale}",
+                component=EVENT_COMPONENT,
+            )
             log.info(
                 "deployment %s: scaled %s replica set %s from %d to %d",
                 key_of(d),
@@ -282,32 +300,15 @@ class DeploymentSync:
     async def scale(
         self, d: pb.Deployment, new_rs: pb.ReplicaSet | None, old_rss: list[pb.ReplicaSet]
     ) -> None:
-        """scale: resize for a scaling event; mid-rollout, proportionally across the active
-        ReplicaSets (largest first), the leftover to the first."""
-        only = du.find_active_or_latest(new_rs, old_rss)
-        if only is not None:
-            if only.spec.replicas != d.spec.replicas:
-                await self.scale_replica_set_and_record_event(only, d.spec.replicas, d)
-            return
-        if du.is_saturated(d, new_rs):
-            for old in du.filter_active(old_rss):
-                await self.scale_replica_set_and_record_event(old, 0, d)
-            return
-        if not du.is_rolling_update(d):
-            return
-        all_rss = du.filter_active([*old_rss, new_rs])
-        allowed = d.spec.replicas + du.max_surge(d) if d.spec.replicas > 0 else 0
-        to_add = allowed - du.replica_count(all_rss)
-        operation = ""
-        if to_add > 0:
-            all_rss = du.by_size_newer(all_rss)
-            operation = "up"
-        elif to_add < 0:
-            all_rss = du.by_size_older(all_rss)
-            operation = "down"
-        sizes = proportional_sizes(d, all_rss, to_add)
-        for rs in all_rss:
-            await self.scale_replica_set(rs, sizes[rs.metadata.name], d, operation)
+        """scale: resize the ReplicaSets for a scaling event (see `scale_plan`)."""
+        plan, operation = scale_plan(d, new_rs, old_rss)
+        for rs, size in plan:
+            if operation is None:
+                await self.scale_replica_set_and_record_event(rs, size, d)
+            else:
+                # Proportional: every active ReplicaSet is written, its size or not, so its
+                # desired/max replicas annotations record the new deployment size.
+                await self.scale_replica_set(rs, size, d, operation)
 
     # ------------------------------------------------------------------ status, cleanup, sync
 
@@ -382,6 +383,37 @@ class DeploymentSync:
             return
         du.set_condition(d.status, new)
         await self.update_status(d)
+
+
+def scale_plan(
+    d: pb.Deployment, new_rs: pb.ReplicaSet | None, old_rss: Sequence[pb.ReplicaSet]
+) -> tuple[list[tuple[pb.ReplicaSet, int]], str | None]:
+    """scale's decisions: (ReplicaSet, new size) pairs and, for a proportional scale, the
+    operation ("up", "down", or "" for annotations only; None otherwise).
+
+    The only active (or the newest) ReplicaSet takes the new size; a saturated new ReplicaSet
+    leaves the old ones at 0; mid-rollout, the change is spread over the active ReplicaSets in
+    proportion to their sizes, largest first, the rounding leftover to the first (scaling up:
+    newer first; down: older first)."""
+    only = du.find_active_or_latest(new_rs, old_rss)
+    if only is not None:
+        return ([(only, d.spec.replicas)] if only.spec.replicas != d.spec.replicas else []), None
+    if du.is_saturated(d, new_rs):
+        return [(old, 0) for old in du.filter_active(old_rss)], None
+    if not du.is_rolling_update(d):
+        return [], None
+    all_rss = du.filter_active([*old_rss, new_rs])
+    allowed = d.spec.replicas + du.max_surge(d) if d.spec.replicas > 0 else 0
+    to_add = allowed - du.replica_count(all_rss)
+    operation = ""
+    if to_add > 0:
+        all_rss = du.by_size_newer(all_rss)
+        operation = "up"
+    elif to_add < 0:
+        all_rss = du.by_size_older(all_rss)
+        operation = "down"
+    sizes = proportional_sizes(d, all_rss, to_add)
+    return [(rs, sizes[rs.metadata.name]) for rs in all_rss], operation
 
 
 def proportional_sizes(d: pb.Deployment, all_rss: Sequence[pb.ReplicaSet], to_add: int) -> dict[str, int]:

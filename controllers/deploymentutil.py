@@ -283,14 +283,15 @@ def is_saturated(d: pb.Deployment, rs: pb.ReplicaSet | None) -> bool:
 
 
 def _int_annotation(rs: pb.ReplicaSet, key: str) -> int | None:
+    """getNonNegativeInt32FromAnnotation: the value if it is a decimal in [0, MaxInt32], else None."""
     text = rs.metadata.annotations.get(key)
     if text is None:
         return None
-    try:
-        return int(text, 10)
-    except ValueError:
-        log.debug("replicaset %s: annotation %s=%r is not an integer", rs.metadata.name, key, text)
+    value = int(text, 10) if text.isdigit() and text.isascii() else -1
+    if not 0 <= value <= MAX_INT32:
+        log.debug("replicaset %s: annotation %s=%r is not a non-negative int32", rs.metadata.name, key, text)
         return None
+    return value
 
 
 def desired_replicas_annotation(rs: pb.ReplicaSet) -> int | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from controllers.base import ControllerFactory
 from controllers.deployment import DeploymentController
+from controllers.disruption import DisruptionController
 from controllers.replicaset import ReplicaSetController
 
 # name -> factory; filled in as each controller module lands (replicaset, deployment, daemonset,
@@ -14,4 +15,5 @@ from controllers.replicaset import ReplicaSetController
 CONTROLLERS: dict[str, ControllerFactory] = {
     "replicaset": ReplicaSetController,
     "deployment": DeploymentController,
+    "disruption": DisruptionController,
 }

@@ -31,6 +31,7 @@ from controllers.refmanager import claim, controller_ref, new_controller_ref
 from controllers.worker import run_workers
 from controllers.workqueue import RateLimitingQueue
 from kse.client.errors import ApiError, NotFoundError
+from kse.events import NORMAL, WARNING
 from kse.objects.labels import SelectorError, label_selector_as_selector, selector_from_set
 from kse.objects.meta import key_of, object_key
 from kse.objects.timeutil import format_time
@@ -46,6 +47,7 @@ BURST_REPLICAS = 500
 SLOW_START_INITIAL_BATCH_SIZE = 1
 STATUS_UPDATE_RETRIES = 1
 REPLICA_FAILURE = "ReplicaFailure"
+EVENT_COMPONENT = "replicaset-controller"
 
 
 async def slow_start_batch(
@@ -286,9 +288,14 @@ class ReplicaSetController:
             )
 
             async def create() -> None:
-                await self.pod_control.create_pod(
-                    rs.metadata.namespace, rs.spec.template, rs.metadata.name, ref
-                )
+                try:
+                    pod = await self.pod_control.create_pod(
+                        rs.metadata.namespace, rs.spec.template, rs.metadata.name, ref
+                    )
+                except ApiError as e:
+                    self._event(rs, WARNING, "FailedCreate", f"Error creating: {e}")
+                    raise
+                self._event(rs, NORMAL, "SuccessfulCreate", f"Created pod: {pod.metadata.name}")
 
             created, error = await slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, create)
             for _ in range(count - created):
@@ -316,12 +323,18 @@ class ReplicaSetController:
                 except ApiError as e:
                     self.expectations.deletion_observed(key, key_of(pod))
                     if not isinstance(e, NotFoundError):
+                        self._event(rs, WARNING, "FailedDelete", f"Error deleting: {e}")
                         raise
+                else:
+                    self._event(rs, NORMAL, "SuccessfulDelete", f"Deleted pod: {pod.metadata.name}")
 
             results = await asyncio.gather(*(delete(p) for p in victims), return_exceptions=True)
             errors = [r for r in results if isinstance(r, BaseException)]
             return errors[0] if errors else None
         return None
+
+    def _event(self, rs: pb.ReplicaSet, event_type: str, reason: str, message: str) -> None:
+        self.ctx.event(rs, KIND, event_type, reason, message, component=EVENT_COMPONENT)
 
     def _related_pods(self, rs: pb.ReplicaSet) -> list[pb.Pod]:
         """getIndirectlyRelatedPods: the pods of every ReplicaSet with the same controlling owner."""

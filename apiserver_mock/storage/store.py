@@ -163,6 +163,8 @@ class Store:
                 why = f"no etcd member answered the re-sent write: {err}"
                 raise self._unresolved(marker.key, why) from err
             if res.succeeded:
+                if give_up is not None:
+                    self.resolved_not_landed += 1
                 return ManyWriteResult(True, res.revision, guard=guard)
             values = [r.kvs[0] if isinstance(r, RangeResult) and r.kvs else None for r in res.responses]
             currents = tuple(values[:n])

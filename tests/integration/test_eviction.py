@@ -220,3 +220,91 @@ async def _gone(cs: Clientset, name: str) -> bool:
     except NotFoundError:
         return True
     return False
+
+
+async def test_informers_see_the_terminating_pod_modified_then_deleted(admin: Clientset) -> None:
+    from kse.client.informer import Informer
+
+    await admin.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="node-1")))
+    await running_ready(admin, "w")
+    seen: list[tuple[str, str]] = []
+    inf = Informer(admin.pods, namespace=NS)
+    inf.add_event_handler(
+        None,
+        lambda _old, new: seen.append(("MODIFIED", new.metadata.deletion_timestamp)),
+        lambda gone: seen.append(("DELETED", gone.metadata.deletion_timestamp)),
+    )
+    async with inf.running():
+        await inf.wait_for_sync()
+        terminating = await admin.pods.delete(NS, "w")
+        await admin.pods.delete(NS, "w", grace_period_seconds=0, uid=terminating.metadata.uid)
+        await eventually(lambda: list(seen), lambda s: len(s) == 2, "two events", within=10)
+    stamp = terminating.metadata.deletion_timestamp
+    assert seen == [("MODIFIED", stamp), ("DELETED", stamp)]
+
+
+async def test_an_admitted_eviction_is_audited_with_its_budget(apiserver_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kse.audit import read_audit_log
+
+    path = tmp_path / "audit.jsonl"
+    server = await apiserver_factory("--audit-log", str(path))
+    cs = Clientset(await server.channel("admin"), qps=0, burst=0)
+    await cs.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="node-1")))
+    await running_ready(cs, "a")
+    await running_ready(cs, "b")
+    await budget(cs, "web", 1, healthy=2, desired=1)
+    evicted = await cs.pods.evict(NS, "a")
+    with pytest.raises(TooManyRequestsError):
+        await cs.pods.evict(NS, "b")
+    evicts = [r for r in read_audit_log(path) if r.verb == "evict"]
+    assert [(r.name, r.code) for r in evicts] == [("a", "OK"), ("b", "RESOURCE_EXHAUSTED")]
+    ok, refused = evicts
+    assert ok.extra["pdb"] == "web" and ok.extra["deletion_timestamp"] == evicted.metadata.deletion_timestamp
+    assert ok.revision == int(evicted.metadata.resource_version)
+    # One transaction: the budget's status was written at the pod's revision.
+    pdb = await cs.pod_disruption_budgets.get(NS, "web")
+    assert pdb.metadata.resource_version == evicted.metadata.resource_version
+    assert refused.message == VIOLATION and "pdb" not in refused.extra
+
+
+async def test_http_eviction_delete_options_dry_run_and_errors(
+    apiserver: ApiServer, admin: Clientset
+) -> None:
+    await admin.nodes.create(pb.Node(metadata=pb.ObjectMeta(name="node-1")))
+    await running_ready(admin, "p")
+    await budget(admin, "web", 1, healthy=1, desired=0)
+    url = f"/api/v1/namespaces/{NS}/pods/p/eviction"
+
+    def eviction(**opts: object) -> dict[str, object]:
+        return {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "p"},
+            "deleteOptions": opts,
+        }
+
+    async with http_client(apiserver) as http:
+        code, out, _ = await http.call("POST", url, eviction(gracePeriodSeconds="soon"))
+        assert (code, out["reason"]) == (400, "BadRequest") and "gracePeriodSeconds" in out["message"]
+        code, out, _ = await http.call("POST", url, eviction(preconditions={"uid": "someone-else"}))
+        assert (code, out["reason"]) == (409, "Conflict") and "Precondition failed: UID" in out["message"]
+        code, out, _ = await http.call("POST", url, eviction(dryRun=["All"]))
+        assert code == 201, out
+        untouched = await admin.pod_disruption_budgets.get(NS, "web")
+        assert untouched.status.disruptions_allowed == 1 and not untouched.status.disrupted_pods
+        assert not (await admin.pods.get(NS, "p")).metadata.deletion_timestamp
+        code, out, _ = await http.call("POST", url, eviction(gracePeriodSeconds=7))
+        assert code == 201, out
+        assert (await admin.pods.get(NS, "p")).metadata.deletion_grace_period_seconds == 7
+
+        await running_ready(admin, "q")
+        await budget(admin, "other", 1, healthy=1, desired=0)
+        code, out, _ = await http.call(
+            "POST",
+            f"/api/v1/namespaces/{NS}/pods/q/eviction",
+            {"apiVersion": "policy/v1", "kind": "Eviction"},
+        )
+        assert (code, out["reason"]) == (500, "InternalError"), out
+        assert out["message"].startswith(
+            "Internal error occurred: This pod has more than one PodDisruptionBudget"
+        )

@@ -204,8 +204,7 @@ def test_drain(kubeconfig: Path, tmp_path: Path):
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(POD_YAML.replace("spec:\n", "spec:\n  nodeName: node-d\n"))
     kubectl(kubeconfig, "create", "-f", str(manifest))
-    # No kubelet runs node-d: without --grace-period=0 the evicted pod would wait, terminating, for
-    # one to stop it (graceful deletion), as it would in Kubernetes.
+    # --grace-period=0: no kubelet runs here to finish a graceful delete (the pod would stay Terminating).
     out = kubectl(
         kubeconfig, "drain", "node-d", "--force", "--ignore-daemonsets", "--grace-period=0", "--timeout=30s"
     )
