@@ -2,12 +2,10 @@
 planner's prediction against the real drain's outcome.
 
 The cluster: a real API server over etcd; three simulated kubelets (nodesim, which runs pods and
-finishes their graceful deletion); the scheduler and the ReplicaSet controller, each the real code
-running in this process against the API server. `kse` and `kubectl` run as child processes (the
-one through its connection file, the other through the HTTP API with a kubeconfig).
-
-There is no disruption controller yet, so where a test needs a PodDisruptionBudget its status is
-written by the test, as that controller would write it.
+finishes their graceful deletion); the scheduler, the ReplicaSet controller and the disruption
+controller (the one that keeps a PodDisruptionBudget's status), each the real code running in this
+process against the API server. `kse` and `kubectl` run as child processes (the one through its
+connection file, the other through the HTTP API with a kubeconfig).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from typing import Any
 import pytest
 
 from controllers.base import ControllerContext, ControllerOptions
+from controllers.disruption import DisruptionController
 from controllers.replicaset import ReplicaSetController
 from kse.client.clientset import Clientset
 from kse.client.informer import InformerFactory
@@ -43,7 +42,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 NS = "default"
 NODES = ["dn-0", "dn-1", "dn-2"]
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
-FAST: dict[str, Any] = {"heartbeat_interval": 0.3, "node_status_batch_interval": 0.1, "stats_interval": 0.0}
+FAST: dict[str, Any] = {
+    "heartbeat_interval": 0.3,
+    "node_status_batch_interval": 0.1,
+    "stats_interval": 0.0,
+    "termination_delay": 0.2,  # a pod stops this long after its deletion, whatever its grace period
+}
 
 
 @dataclass
@@ -97,15 +101,16 @@ async def cluster(apiserver: ApiServer, tmp_path: Path) -> AsyncIterator[Cluster
     sched = Scheduler(load_scheduler_config(), sched_cs, options=SchedulerOptions(identity="drain-test"))
     informers = InformerFactory(rs_cs)
     ctx = ControllerContext(rs_cs, informers, lambda: None, "drain-test", ControllerOptions())
-    rs = ReplicaSetController(ctx)
+    rs, disruption = ReplicaSetController(ctx), DisruptionController(ctx)
     async with sim.running():
         async with background(sched.run(), name="scheduler"):
             await asyncio.wait_for(sched.synced.wait(), 15)
             async with informers.running():
                 await informers.wait_for_sync()
                 async with background(rs.run(), name="replicaset"):
-                    yield Cluster(apiserver, admin, config, kubeconfig, tmp_path)
-                    sched.stop()
+                    async with background(disruption.run(), name="disruption"):
+                        yield Cluster(apiserver, admin, config, kubeconfig, tmp_path)
+                        sched.stop()
 
 
 def replica_set(name: str, replicas: int, cpu: str = "1") -> pb.ReplicaSet:
@@ -234,17 +239,28 @@ async def test_kubectl_drain_through_the_http_api(cluster: Cluster) -> None:
     assert (rc, out) == (0, "node/dn-0 uncordoned\n")
 
 
-async def zero_budget(cs: Clientset) -> None:
+async def budget(cs: Clientset, min_available: int, allowed: int) -> pb.PodDisruptionBudget:
+    """A PDB over app=web, once the disruption controller has computed `allowed` for it."""
     pdb = pb.PodDisruptionBudget(metadata=pb.ObjectMeta(name="web", namespace=NS))
     pdb.spec.selector.match_labels["app"] = "web"
-    pdb.spec.min_available.number_value = 1
-    created = await cs.pod_disruption_budgets.create(pdb)
-    created.status.observed_generation = created.metadata.generation
-    created.status.disruptions_allowed = 0
-    created.status.current_healthy = 1
-    created.status.desired_healthy = 1
-    created.status.expected_pods = 1
-    await cs.pod_disruption_budgets.update_status(created)
+    pdb.spec.min_available.number_value = min_available
+    await cs.pod_disruption_budgets.create(pdb)
+
+    def computed(p: pb.PodDisruptionBudget) -> bool:
+        st = p.status
+        return (
+            st.observed_generation >= p.metadata.generation
+            and st.disruptions_allowed == allowed
+            and (st.expected_pods > 0)
+        )
+
+    return await eventually(
+        lambda: cs.pod_disruption_budgets.get(NS, "web"), computed, f"the budget computed ({allowed} allowed)"
+    )
+
+
+async def zero_budget(cs: Clientset) -> None:
+    await budget(cs, 1, 0)
 
 
 @pytest.mark.parametrize("tool", ["kse", "kubectl"])
@@ -380,3 +396,31 @@ def normalized(result: tuple[int, str, str]) -> tuple[int, str, list[str]]:
             line = head + sep + ", ".join(sorted(rest.split(", cannot")))
         lines.append(line)
     return rc, out, sorted(lines)
+
+
+async def test_budget_rounds_as_planned(cluster: Cluster) -> None:
+    """minAvailable 2 of 3: one eviction at once, the others as replacements become ready."""
+    before = await web_on_dn0(cluster)
+    await budget(cluster.admin, 2, 1)
+    rc, out, err = await cluster.kse("drain", "--plan", "dn-0", "-o", "json")
+    assert rc == 0, err
+    plan = json.loads(out)
+    assert [(p["pdb"], p["blockedBy"]) for p in plan["pods"]] == [
+        ("default/web", None),
+        ("default/web", "until 1 replacement is ready"),
+        ("default/web", "until 2 replacements are ready"),
+    ]
+    assert [p["disruptionsAllowed"] for p in plan["pods"]] == [1, 0, 0]
+    assert planned(plan) == ["dn-1", "dn-2", "dn-2"]
+
+    rc, out, err = await cluster.kse("drain", "dn-0", "--timeout=60s")
+    assert rc == 0, (out, err)
+    assert err.count("(will retry after 5s): " + VIOLATION) >= 2, err  # the budget made two wait
+    after = await eventually(
+        lambda: pods_of(cluster.admin, "web"),
+        lambda ps: running([p for p in ps if p.metadata.uid not in {b.metadata.uid for b in before}], 3),
+        "three replacements running",
+    )
+    assert placements(after, before) == planned(plan)
+    rc, out, err = await cluster.kse("drain", "--report", "-o", "json")
+    assert json.loads(out)["summary"] == {"matches": 4, "mismatches": 0}, out
