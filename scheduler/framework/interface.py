@@ -90,7 +90,9 @@ class PreFilterResult:
 
 @dataclass
 class PostFilterResult:
-    """What a PostFilter plugin (preemption) nominates."""
+    """What a PostFilter plugin (preemption) nominates: a result is upstream's ModeOverride
+    (the pod's nominatedNodeName becomes `nominated_node_name`, "" clears it); returning None
+    instead is ModeNoop (the nomination stays as it is)."""
 
     nominated_node_name: str = ""
 
@@ -279,6 +281,17 @@ class PostBindPlugin(Plugin, Protocol):
 
 
 # ---------------------------------------------------------------------------------------- handle
+
+
+@runtime_checkable
+class PodNominator(Protocol):
+    """The queue's nominated pods, as the framework reads them (upstream fwk.PodNominator)."""
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
+
+    def has_nominated_pods(self) -> bool: ...
+
+    def nodes(self) -> list[str]: ...
 
 
 @runtime_checkable
