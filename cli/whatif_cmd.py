@@ -25,9 +25,15 @@ def register(subparsers: SubParsers) -> None:
         help="explain where the scheduler would place a pod in a given cluster",
         description="Run one scheduling cycle for the pod of POD.yaml against the Nodes and bound Pods "
         "of CLUSTER.yaml (multi-document YAML or kind: List), evaluating every node: which filter "
-        "rejected it, each score plugin's score, the weighted total, and the node selected.",
+        "rejected it, each score plugin's score, the weighted total, and the node selected; when no "
+        "node fits, what preemption would do (the nominated node, its victims, every candidate).",
     )
-    p.add_argument("--cluster", required=True, metavar="CLUSTER.yaml", help="Nodes and bound Pods")
+    p.add_argument(
+        "--cluster",
+        required=True,
+        metavar="CLUSTER.yaml",
+        help="Nodes and bound Pods (and the Namespaces, PriorityClasses and PodDisruptionBudgets)",
+    )
     p.add_argument("--pod", required=True, metavar="POD.yaml", help="the pod to schedule (its first Pod)")
     p.add_argument(
         "--config",
