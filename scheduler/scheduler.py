@@ -97,6 +97,7 @@ from scheduler.events import (
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PluginFactory
 from scheduler.framework.nodeinfo import Snapshot
+from scheduler.framework.preemption.evaluator import last_outcomes
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
 from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, QueuedPodInfo, Status
 from scheduler.metrics import SchedulerMetrics, attempts_label
@@ -673,6 +674,7 @@ class Scheduler:
                     log.error("PostFilter for pod %s failed: %s", qpi.key, s.message())
                 if res is not None:
                     nominating = NominatingInfo(res.nominated_node_name)
+                self._preemption_metrics(fwk, res.nominated_node_name if res is not None else "")
             failure = _Failure.of_fit_error(e)
             failure.nominating = nominating
             return None, failure
@@ -889,6 +891,15 @@ class Scheduler:
             self.status.submit(pod, unschedulable(failure.message, reason), nominated)
 
     # ================================================================ helpers
+
+    def _preemption_metrics(self, fwk: Framework, nominated: str) -> None:
+        """scheduler_preemption_attempts_total and scheduler_preemption_victims (upstream counts
+        them in DefaultPreemption's PostFilter and prepareCandidate)."""
+        names = fwk.list_plugins().get("postFilter", [])
+        for _, outcome in last_outcomes(fwk.plugins_map, names):
+            self.metrics.preemption_attempts.inc()
+            if nominated and outcome.chosen is not None and outcome.chosen.name == nominated:
+                self.metrics.preemption_victims.observe(len(outcome.chosen.victims))
 
     def _spawn_term_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         """Run `coro` as a task of the current term (preemption's API calls), which ends with

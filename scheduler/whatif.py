@@ -43,7 +43,7 @@ from scheduler.algorithm import FeasibleNodes, SchedulingError, score_feasible
 from scheduler.apis.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodeinfo import Snapshot
-from scheduler.framework.preemption.evaluator import Evaluator, default_offset_rand
+from scheduler.framework.preemption.evaluator import Evaluator, default_offset_rand, last_outcomes
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 from scheduler.profile import load_scheduler_config, new_framework
@@ -383,11 +383,7 @@ def run_post_filter(
     nominated = res.nominated_node_name if res is not None and res.nominated_node_name else None
     name = (s.plugin if s is not None and s.plugin else "") or preemptors[0][0]
     outcome = PostFilterOutcome(name, nominated, message=s.message() if s is not None else "")
-    for plugin_name, plugin in preemptors:
-        evaluator = getattr(plugin, "evaluator", None)
-        report = evaluator.last_outcome if isinstance(evaluator, Evaluator) else None
-        if report is None:
-            continue
+    for plugin_name, report in last_outcomes(fwk.plugins_map, [n for n, _ in preemptors]):
         if nominated is not None and report.chosen is not None and report.chosen.name == nominated:
             outcome.plugin = plugin_name
             outcome.victims = sorted(_key(v) for v in report.chosen.victims)

@@ -17,6 +17,7 @@ import pytest
 
 from certs.layout import PKI
 from kse.client.clientset import Clientset
+from kse.scrape import parse_exposition
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer
 from tests.integration.test_scheduler_process import _create_all, eventually, make_pod, start_scheduler
@@ -125,6 +126,13 @@ async def test_a_high_priority_pod_preempts_the_lowest_priority_pods_of_one_node
             changes = [(t, target) for name, t, target in seen if name == victim]
             deleted_at = next(i for i, (t, _) in enumerate(changes) if t == "DELETED")
             assert any(target for t, target in changes[:deleted_at] if t == "MODIFIED"), changes
+
+        status, text = await sched.http_get("/metrics")
+        assert status == 200
+        metrics = parse_exposition(text)
+        assert metrics["scheduler_preemption_attempts_total"][0][1] >= 1
+        assert metrics["scheduler_preemption_victims_count"][0][1] == 1
+        assert metrics["scheduler_preemption_victims_sum"][0][1] == 2
 
         # preemptionPolicy: Never preempts nobody, even with the priority to do so.
         await cs.pods.create(pod("never", "2", "high-never"))

@@ -361,6 +361,17 @@ class Evaluator:
         ]
 
 
+def last_outcomes(plugins: Mapping[str, Any], names: Sequence[str]) -> list[tuple[str, PreemptionOutcome]]:
+    """(plugin name, what its last `preempt` found) for the named plugins that run an Evaluator:
+    what the scheduler's metrics and `kse what-if` report."""
+    out: list[tuple[str, PreemptionOutcome]] = []
+    for name in names:
+        evaluator = getattr(plugins.get(name), "evaluator", None)
+        if isinstance(evaluator, Evaluator) and evaluator.last_outcome is not None:
+            out.append((name, evaluator.last_outcome))
+    return out
+
+
 def _code(status: Status | None) -> Code:
     """A node missing from the statuses was rejected for every pod (upstream NodeToStatus's
     default absent status, UnschedulableAndUnresolvable)."""
