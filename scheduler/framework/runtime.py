@@ -62,6 +62,7 @@ from scheduler.framework.interface import (
     PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -225,6 +226,12 @@ class Framework:
         self._pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = point("preEnqueue")
         queue_sort: list[tuple[str, QueueSortPlugin]] = point("queueSort")
         self._pre_filter: list[tuple[str, PreFilterPlugin]] = point("preFilter")
+        # The PreFilter plugins with extensions (AddPod / RemovePod), with them, in order.
+        self._pre_filter_extensions: list[tuple[str, PreFilterExtensions]] = [
+            (name, ext)
+            for name, plugin in self._pre_filter
+            if (ext := plugin.pre_filter_extensions()) is not None
+        ]
         self._filter: list[tuple[str, FilterPlugin]] = point("filter")
         self._post_filter: list[tuple[str, PostFilterPlugin]] = point("postFilter")
         self._pre_score: list[tuple[str, PreScorePlugin]] = point("preScore")
@@ -595,11 +602,8 @@ class Framework:
         self, op: str, state: CycleState, pod_to_schedule: PodInfo, other: PodInfo, node_info: NodeInfo
     ) -> Status | None:
         skip = state.skip_filter_plugins
-        for name, plugin in self._pre_filter:
+        for name, ext in self._pre_filter_extensions:
             if name in skip:
-                continue
-            ext = plugin.pre_filter_extensions()
-            if ext is None:
                 continue
             try:
                 if op == "AddPod":
@@ -622,6 +626,8 @@ class Framework:
         Two passes, as upstream: first with those nominated pods added (they may take the room
         this pod needs), then, if any were added and the pod passed, without them (a pod with
         affinity to a nominated pod must not count on a pod that may never run there)."""
+        if self._nominator is None or not self._nominator.has_nominated_pods():
+            return self.run_filter_plugins(state, pod_info, node_info)  # nobody to add
         status: Status | None = None
         for attempt in range(2):
             state_to_use, info_to_use = state, node_info

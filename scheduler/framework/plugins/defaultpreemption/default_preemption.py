@@ -20,7 +20,9 @@
 
 from __future__ import annotations
 
+import functools
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -38,7 +40,7 @@ from scheduler.framework.preemption.evaluator import (
     ScoreFunc,
     default_offset_rand,
 )
-from scheduler.framework.preemption.util import more_important_pod
+from scheduler.framework.preemption.util import more_important_pod, pod_start_time
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -76,7 +78,7 @@ class DefaultPreemption:
         self.evaluator = Evaluator(NAME, handle, self)
         # Upstream getOffsetRand: replaceable so that tests are deterministic.
         self.offset_rand: Callable[[int], int] = default_offset_rand(rng or random.Random())
-        self.is_eligible_pod: IsEligiblePod = lambda node_info, victim, preemptor: True
+        self.is_eligible_pod: IsEligiblePod = _any_pod
         self.more_important_pod: Callable[[pb.Pod, pb.Pod], bool] = more_important_pod
 
     def name(self) -> str:
@@ -125,6 +127,14 @@ class DefaultPreemption:
 
     def ordered_score_funcs(self, nodes_to_victims: Mapping[str, Candidate]) -> list[ScoreFunc] | None:
         return None
+
+    def _by_importance(self, pods: list[PodInfo]) -> list[PodInfo]:
+        """Most important first. The default order (priority, then start time) is a sort key;
+        a replaced `more_important_pod` is used as a comparison."""
+        if self.more_important_pod is more_important_pod:
+            now = time.time()
+            return sorted(pods, key=lambda pi: (-pod_priority(pi.pod), pod_start_time(pi.pod, now)))
+        return _sorted(pods, self.more_important_pod)
 
     def is_preemption_allowed(self, node_info: NodeInfo, victim: PodInfo, preemptor: pb.Pod) -> bool:
         return pod_priority(victim.pod) < pod_priority(preemptor) and self.is_eligible_pod(
@@ -175,7 +185,11 @@ class DefaultPreemption:
             node_info.add_pod(pi)
             return fh.run_pre_filter_extension_add_pod(state, pod_info, pi, node_info)
 
-        potential = [pi for pi in node_info.pods if self.is_preemption_allowed(node_info, pi, preemptor)]
+        if self.is_eligible_pod is _any_pod:  # the default: lower priority is all it takes
+            priority = pod_priority(preemptor)
+            potential = [pi for pi in node_info.pods if pod_priority(pi.pod) < priority]
+        else:
+            potential = [pi for pi in node_info.pods if self.is_preemption_allowed(node_info, pi, preemptor)]
         for pi in potential:
             s = remove(pi)
             if s is not None and not s.is_success():
@@ -190,8 +204,7 @@ class DefaultPreemption:
         s = fh.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
         if s is not None and not s.is_success():
             return [], 0, s
-        more = self.more_important_pod
-        potential = _sorted(potential, more)
+        potential = self._by_importance(potential)
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
         victims: list[PodInfo] = []
 
@@ -220,13 +233,17 @@ class DefaultPreemption:
             if err is not None:
                 return [], 0, err
         if violating and non_violating:
-            victims = _sorted(victims, more)
+            victims = self._by_importance(victims)
         return [pi.pod for pi in victims], num_violating, None
+
+
+def _any_pod(node_info: NodeInfo, victim: PodInfo, preemptor: pb.Pod) -> bool:
+    """The default IsEligiblePod: no filtering beyond the lower priority."""
+    return True
 
 
 def _sorted(pods: list[PodInfo], more: Callable[[pb.Pod, pb.Pod], bool]) -> list[PodInfo]:
     """Stable sort, most important first (upstream sort.Slice with MoreImportantPod)."""
-    import functools
 
     def cmp(a: PodInfo, b: PodInfo) -> int:
         if more(a.pod, b.pod):
