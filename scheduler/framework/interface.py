@@ -184,6 +184,17 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
 
 
 @runtime_checkable
+class BatchFilterStatusPlugin(BatchFilterPlugin, Protocol):
+    """Optional on a BatchFilterPlugin: the Status `filter` gives each node at `indices` (the
+    batch engine asks it for the nodes `filter_nodes` rejected, instead of calling `filter` per
+    node). Statuses may be shared between nodes; they must equal `filter`'s."""
+
+    def filter_statuses(
+        self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: npt.NDArray[np.intp]
+    ) -> list[Status | None]: ...
+
+
+@runtime_checkable
 class PostFilterPlugin(Plugin, Protocol):
     """Runs when no node passed Filter (preemption). `filtered_node_status` maps node name to
     the status that rejected it."""
