@@ -29,10 +29,14 @@ def register(subparsers: SubParsers) -> None:
         help="explain where the scheduler would place a pod in a given cluster",
         description="Run one scheduling cycle for the pod of POD.yaml against the Nodes and bound Pods "
         "of CLUSTER.yaml (multi-document YAML or kind: List), evaluating every node: which filter "
-        "rejected it, each score plugin's score, the weighted total, and the node selected.",
+        "rejected it, each score plugin's score, the weighted total, and the node selected; when no "
+        "node fits, what preemption would do (the nominated node, its victims, every candidate).",
     )
     p.add_argument(
-        "--cluster", metavar="CLUSTER.yaml", help="Nodes and bound Pods (required without --drain)"
+        "--cluster",
+        metavar="CLUSTER.yaml",
+        help="Nodes and bound Pods (and the Namespaces, PriorityClasses and PodDisruptionBudgets); "
+        "required without --drain",
     )
     p.add_argument(
         "--pod", metavar="POD.yaml", help="the pod to schedule (its first Pod; required without --drain)"

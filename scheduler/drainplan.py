@@ -26,9 +26,14 @@ For every pod on the nodes to drain, in the order the drain would take them:
 Evictions happen in rounds: first every pod the budgets allow, then, as replacements become ready,
 the pods they unblock; the replacements of a later round queue after those of an earlier one.
 
-Not modelled: preemption (a pending replacement could preempt lower-priority pods), the random
-tie-break among equally scored nodes (the plan names the tied nodes; it picks with a fixed seed),
-terminating pods still counted by inter-pod affinity while they shut down, and --timeout.
+Preemption is the profile's PostFilter as what-if runs it (a dry run): a replacement that fits
+nowhere but would preempt gets the nominated node, and `preempts` names the victims (their own
+replacements are not followed); one that cannot preempt gets the FailedScheduling message with
+PostFilter's part ("... preemption: 0/5 nodes are available: ..."), as the scheduler posts it.
+
+Not modelled: the victims' replacements, the random tie-break among equally scored nodes (the plan
+names the tied nodes; it picks with a fixed seed), terminating pods still counted by inter-pod
+affinity while they shut down, and --timeout.
 """
 
 from __future__ import annotations
@@ -120,11 +125,14 @@ class Replacement:
     node: str | None
     message: str = ""  # the FailedScheduling message when node is None
     tied_with: list[str] = field(default_factory=list)  # other nodes with the same best score
+    preempts: list[str] = field(default_factory=list)  # the victims when it gets `node` by preemption
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.node, "message": self.message}
         if self.tied_with:
             out["tiedWith"] = list(self.tied_with)
+        if self.preempts:
+            out["preempts"] = list(self.preempts)
         return out
 
 
@@ -411,15 +419,33 @@ class _Planner:
         queue.sort(key=lambda q: (q[0], q[1]))
         for _, _, pod, plan in queue:
             try:
-                result = what_if(nodes, bound, pod, config=self.config, seed=self.seed)
+                result = what_if(nodes, bound, pod, config=self.config, seed=self.seed, pdbs=self.state.pdbs)
             except WhatIfError as e:
                 raise DrainPlanError(str(e)) from None
-            if result.selected is None:
+            pf = result.post_filter
+            selected = result.selected
+            if selected is None and (pf is None or pf.nominated_node is None):
                 if plan is not None:
-                    plan.replacement = Replacement(None, result.message)
+                    # The scheduler's FailedScheduling message: the FitError, then PostFilter's own in
+                    # upstream's SeparatorFormat " %v." (hence its ".." ending; FitError's __str__).
+                    message = result.message + (f" {pf.message}." if pf is not None and pf.message else "")
+                    plan.replacement = Replacement(None, message)
+                continue
+            if selected is None and pf is not None and pf.nominated_node is not None:
+                # Preemption: the victims go (their own replacements are not followed), the pod
+                # takes the nominated node.
+                victims = set(pf.victims)
+                bound[:] = [b for b in bound if _key(b) not in victims]
+                placed = copy.deepcopy(pod)
+                placed.spec.node_name = pf.nominated_node
+                bound.append(placed)
+                if plan is not None:
+                    plan.replacement = Replacement(pf.nominated_node, "", preempts=sorted(victims))
+                continue
+            if selected is None:
                 continue
             placed = copy.deepcopy(pod)
-            placed.spec.node_name = result.selected
+            placed.spec.node_name = selected
             bound.append(placed)
             if plan is not None:
                 best = max(o.total for o in result.nodes.values() if o.passed)

@@ -59,7 +59,8 @@ def test_what_if_drain_offline(cluster: Path, capsys: pytest.CaptureFixture[str]
     assert pods["default/bare"]["action"] == "evict" and pods["default/bare"]["replacement"] is None
     assert pods["default/web-1"]["replacement"] == {
         "node": None,
-        "message": "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable.",
+        "message": "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling..",
     }
     assert plan["summary"]["completes"] is True
     assert main(["what-if", "--drain", "n1", "--cluster", str(cluster)]) == 0

@@ -13,6 +13,10 @@ from proto import kse_pb2 as pb
 from scheduler import drainplan, drainreport
 from scheduler.drainplan import ClusterState, DrainPlanError, plan_drain
 
+PENDING = (
+    "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu. preemption: 0/3 nodes are "
+    "available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.."
+)  # what the scheduler posts, its PostFilter (DefaultPreemption) included
 NOW = "2026-01-01T00:00:00Z"
 
 
@@ -96,9 +100,7 @@ def test_budget_rounds_and_replacements_in_queue_order(cluster: ClusterState) ->
     # One CPU is left on each of n2 and n3: web-b and web-c take them; web-d's stays Pending.
     placed = {p["web-b"].replacement.node, p["web-c"].replacement.node}  # type: ignore[union-attr]
     assert placed == {"n2", "n3"}
-    assert p["web-d"].replacement == drainplan.Replacement(
-        None, "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
-    )
+    assert p["web-d"].replacement == drainplan.Replacement(None, PENDING)
     s = plan.summary()
     assert (s["replacementsScheduled"], s["replacementsPending"], s["completes"]) == (4, 1, True)
 
@@ -223,6 +225,16 @@ def test_pods_already_pending_queue_ahead_of_replacements(cluster: ClusterState)
     assert web.replacement is not None and web.replacement.node in ("n2", "n3")
     cluster.pods[2] = pod("filler", "n3", "4", owner=None)  # n3 full: one slot, n2's
     (web,) = plan_drain(cluster, ["n1"]).pods
-    assert web.replacement == drainplan.Replacement(
-        None, "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
-    )  # the older pending pod took n2 first
+    assert web.replacement == drainplan.Replacement(None, PENDING)  # the older pending pod took n2 first
+
+
+def test_a_replacement_that_fits_nowhere_preempts_as_the_scheduler_would(cluster: ClusterState) -> None:
+    cluster.pods = [
+        pod("vip", "n1", "2", owner=("ReplicaSet", "vip"), priority=1000),
+        pod("low", "n2", "4", owner=None, priority=0),
+        pod("high", "n3", "4", owner=None, priority=2000),
+    ]
+    cluster.pdbs = []
+    (vip,) = plan_drain(cluster, ["n1"]).pods
+    assert vip.replacement == drainplan.Replacement("n2", "", preempts=["default/low"])
+    assert vip.to_json()["replacement"] == {"node": "n2", "message": "", "preempts": ["default/low"]}
