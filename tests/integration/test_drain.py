@@ -188,6 +188,10 @@ async def test_cordon_and_uncordon_as_kubectl(cluster: Cluster) -> None:
     rc, out, _ = await cluster.kse("uncordon", "dn-0")
     assert (rc, out) == (0, "node/dn-0 uncordoned\n")
     assert not (await cluster.admin.nodes.get("dn-0")).spec.unschedulable
+    rc, out, _ = await cluster.kse("cordon", "-l", "kubernetes.io/hostname in (dn-1,dn-2)")
+    assert (rc, out) == (0, "node/dn-1 cordoned\nnode/dn-2 cordoned\n")
+    rc, out, _ = await cluster.kse("uncordon", "-l", "kubernetes.io/hostname in (dn-1,dn-2)")
+    assert (rc, out) == (0, "node/dn-1 uncordoned\nnode/dn-2 uncordoned\n")
     rc, out, err = await cluster.kse("cordon", "nope")
     assert rc == 1 and err == 'Error from server (NotFound): nodes "nope" not found\n', (out, err)
 
@@ -201,6 +205,9 @@ async def test_drain_matches_its_plan(cluster: Cluster) -> None:
     assert all(not p["replacement"].get("tiedWith") for p in plan["pods"]), plan
     # Least allocated first: the empty dn-2, then dn-1 (half a CPU used), then dn-2 again.
     assert planned(plan) == ["dn-1", "dn-2", "dn-2"]
+    rc, out, err = await cluster.kse("what-if", "--drain", "dn-0", "-o", "json")  # the same plan
+    assert rc == 0, err
+    assert {**json.loads(out), "createdAt": ""} == {**plan, "createdAt": ""}
 
     rc, out, err = await cluster.kse("drain", "dn-0", within=30)
     assert rc == 0, (out, err)
