@@ -268,6 +268,8 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     bound = await loop.drain(cfg.pods, latencies, prefix="pod-")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if loop.preemption is not None:
+        await loop.preemption.aclose()
     lat = np.array(latencies) * 1000.0 if latencies else np.zeros(1)
     return {
         "mode": "in-process",
