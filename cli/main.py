@@ -30,6 +30,7 @@ def own_commands() -> tuple[ModuleType, ...]:
         datadir_cmd,
         etcd_cmd,
         etcd_member_cmd,
+        fuzz_cmd,
         kubeconfig_cmd,
         resources_cmd,
         up_cmd,
@@ -38,7 +39,7 @@ def own_commands() -> tuple[ModuleType, ...]:
 
     return (
         certs_cmd, etcd_cmd, resources_cmd, bench_cmd, whatif_cmd, up_cmd, datadir_cmd, etcd_member_cmd,
-        kubeconfig_cmd,
+        kubeconfig_cmd, fuzz_cmd,
     )  # fmt: skip
 
 
