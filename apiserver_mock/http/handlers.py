@@ -325,9 +325,10 @@ class Handlers:
             return await self._server_side_apply(request, ident, t, body)
         apply_fn = _patcher(content_type, t.kind)
         patch_doc = codec.decode_json(body)
-        pinned = isinstance(patch_doc, dict) and bool(
-            (patch_doc.get("metadata") or {}).get("resourceVersion")
-        )
+        # A patch pins a resourceVersion only through an object-shaped metadata; any other shape
+        # (a list, a string) is the patch function's to refuse, with a 4xx naming it.
+        patch_meta = patch_doc.get("metadata") if isinstance(patch_doc, dict) else None
+        pinned = isinstance(patch_meta, dict) and bool(patch_meta.get("resourceVersion"))
         mode = codec.field_validation(request.query.get("fieldValidation", ""))
         for attempt in range(PATCH_ATTEMPTS):
             current, _ = await self._read(ident, t)
