@@ -24,6 +24,7 @@ from proto import kse_pb2 as pb
 IDENTITIES = ("admin", "workload", "scheduler", "node", "chaos")
 GRPC_METHODS = ("Get", "List", "Watch", "Create", "Update", "UpdateStatus", "Delete", "Bind", "Evict")
 SERVICE = "/kse.v1.Resources/"
+HUGE_CONTINUE = "OTk5OTk5OTk5OTk5OTk5OTk5OTkvZnV6ei9h"  # a continue token whose revision is past int64
 PATCH_TYPES = (
     "application/merge-patch+json",
     "application/json-patch+json",
@@ -195,7 +196,7 @@ def _grpc_message(rng: random.Random, method: str) -> tuple[Message, str]:
             msg = pb.ListRequest(
                 **common,
                 limit=rng.choice((0, 1, 3, -1, 2**62)),
-                **{"continue": rng.choice(("", "", "garbage", "eyJydiI6MX0", "\x00"))},
+                **{"continue": rng.choice(("", "", "garbage", "eyJydiI6MX0", "\x00", HUGE_CONTINUE))},
             )
         else:
             msg = pb.WatchRequest(
@@ -296,7 +297,7 @@ def _query(rng: random.Random, verb: str) -> dict[str, str]:
         if verb == "list" and rng.random() < 0.3:
             q["limit"] = rng.choice(("1", "0", "-1", "abc", "99999999999999999999"))
         if verb == "list" and rng.random() < 0.1:
-            q["continue"] = rng.choice(("junk", "eyJ9", "%%"))
+            q["continue"] = rng.choice(("junk", "eyJ9", "%%", HUGE_CONTINUE))
         if verb == "watch":
             q["watch"] = rng.choice(("true", "1"))
             q["timeoutSeconds"] = rng.choice(("1", "1", "0", "-1", "abc", "99999999999999999999"))

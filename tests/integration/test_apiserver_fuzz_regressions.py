@@ -85,3 +85,24 @@ async def test_aiohttp_error_pages_are_statuses(apiserver: ApiServer):
         code, body, _ = await http.call("CONNECT", "/api/v1/namespaces/default/pods")
         assert code in (404, 405) and isinstance(body, dict) and body["kind"] == "Status", body
         assert body["code"] == code and body["reason"] in ("NotFound", "MethodNotAllowed")
+
+
+@pytest.mark.parametrize("rv", ["18446744073709551616", "9223372036854775808", " 3", "+3", "1_0", "-1"])
+async def test_list_and_watch_with_an_out_of_range_resource_version_are_invalid(
+    apiserver: ApiServer, rv: str
+):
+    stub = apiserver.stub("admin")
+    e = await rpc_error(stub.List(pb.ListRequest(resource="pods", resource_version=rv)))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and f'invalid resourceVersion "{rv}"' in e.details()
+    e = await rpc_error(stub.Watch(pb.WatchRequest(resource="pods", resource_version=rv)).read())
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and f'invalid resourceVersion "{rv}"' in e.details()
+
+
+async def test_continue_token_past_int64_is_invalid(apiserver: ApiServer):
+    import base64
+
+    token = base64.urlsafe_b64encode(b"99999999999999999999/default/a").decode()
+    e = await rpc_error(
+        apiserver.stub("admin").List(pb.ListRequest(resource="pods", limit=1, **{"continue": token}))
+    )
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "continue key is not valid" in e.details()
