@@ -64,6 +64,18 @@ def register(subparsers: SubParsers) -> None:
         "--only", type=_index_list, default=(), metavar="I,J", help="replay only these request indexes"
     )
     p.add_argument("--report", type=Path, metavar="DIR", help="write summary.json and findings.jsonl to DIR")
+    p.add_argument(
+        "--attach",
+        type=Path,
+        metavar="D",
+        help="fuzz the API server of the running `kse up` cluster in data dir D instead of starting one "
+        "(it writes objects into namespace fuzz and a node fuzz-node-0)",
+    )
+    p.add_argument(
+        "--prefix",
+        default="/registry",
+        help="with --attach: the cluster's etcd key prefix (default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON summary instead of text")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (data, certs, logs) and say where")
     p.add_argument(
@@ -97,6 +109,8 @@ def _run(args: argparse.Namespace) -> int:
             keep=args.keep,
             only=args.only,
             apiserver_args=tuple(args.apiserver_arg),
+            attach=args.attach,
+            prefix=args.prefix,
         )
     except ValueError as e:
         print(f"kse fuzz apiserver: error: {e}", file=sys.stderr)

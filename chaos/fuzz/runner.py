@@ -8,7 +8,9 @@ identities (admin, workload, a scheduler, a node, chaos). Each answer goes throu
 every `CHECK_EVERY` requests (a crash ends the run), and its RSS is sampled. At the end every key
 under the server's etcd prefix is read from etcd directly and each object is decoded and given to
 `validate` (the server's own validation, passed in by the CLI: chaos may not import the API
-server, by the layer table) - an invalid object in etcd is a finding.
+server, by the layer table) - an invalid object in etcd is a finding. With `attach` (a `kse up`
+data dir) it fuzzes that cluster's API server instead, through its cluster.json, and leaves it
+running.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ import os
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
+import grpc.aio
 from google.protobuf.message import DecodeError, Message
 
+from certs.layout import PKI, node_stem
 from certs.pki import init_pki
 from chaos.fuzz import oracle
 from chaos.fuzz.doors import Answer, GrpcDoor, HttpDoor
@@ -37,6 +43,7 @@ from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import start_cluster
 from harness.procs.launcher import Launcher
 from kse.config import ConnectionFile
+from kse.etcdclient import EtcdTLS
 from kse.objects.kinds import BY_KIND, BY_RESOURCE, Kind
 from kse.objects.manifest import decode_object
 
@@ -56,6 +63,8 @@ class FuzzConfig:
     keep: bool = False
     only: tuple[int, ...] = ()  # replay just these request indexes
     apiserver_args: tuple[str, ...] = ()
+    attach: Path | None = None  # a `kse up` data dir: fuzz its API server instead of starting one
+    prefix: str = "/registry"  # with attach: the cluster's etcd key prefix
 
     def __post_init__(self) -> None:
         if self.requests < 1:
@@ -177,20 +186,22 @@ async def _drive(run: Run, grpc_door: GrpcDoor, http: HttpDoor, indexes: Sequenc
             tg.create_task(worker())
 
 
-async def scan_etcd(endpoints: Sequence[str], validate: Validator) -> tuple[int, list[dict[str, Any]]]:
-    """Read every key under PREFIX straight from etcd; decode and validate each stored object.
+async def scan_etcd(
+    endpoints: Sequence[str], validate: Validator, tls: EtcdTLS | None = None, prefix: str = PREFIX
+) -> tuple[int, list[dict[str, Any]]]:
+    """Read every key under `prefix` straight from etcd; decode and validate each stored object.
     Returns (objects read, problems)."""
     from kse.etcdclient import EtcdClient, prefix_range_end
 
-    start = (PREFIX + "/").encode()
+    start = (prefix + "/").encode()
     problems: list[dict[str, Any]] = []
     count = 0
-    async with await EtcdClient.connect(list(endpoints)) as etcd:
+    async with await EtcdClient.connect(list(endpoints), tls=tls) as etcd:
         result = await etcd.range(start, prefix_range_end(start))
         for kv in result.kvs:
             count += 1
             key = kv.key.decode("utf-8", "replace")
-            resource, sep, _ = key[len(PREFIX) + 1 :].partition("/")
+            resource, sep, _ = key[len(prefix) + 1 :].partition("/")
             if not sep:
                 continue  # the watch cache's progress marker of `resource`: no object
             kind = BY_RESOURCE.get(resource)
@@ -222,12 +233,39 @@ async def _seed_cluster(grpc_door: GrpcDoor) -> None:
 
         obj = decode_object(body, kind).obj
         call = grpc_door.channels["admin"].unary_unary(SERVICE + "Create")
-        await call(pb.WriteRequest(object=obj).SerializeToString(), timeout=30)
+        try:
+            await call(pb.WriteRequest(object=obj).SerializeToString(), timeout=30)
+        except grpc.aio.AioRpcError as e:
+            if e.code() != grpc.StatusCode.ALREADY_EXISTS:  # an attached cluster may have them
+                raise
 
 
-async def run(cfg: FuzzConfig, validate: Validator) -> dict[str, Any]:
-    """One fuzz run; returns the JSON summary (and writes the report dir when asked)."""
-    t0 = time.monotonic()
+@dataclass(frozen=True)
+class Target:
+    """The API server under fuzz: where its doors are, who may call them, its pid (for liveness and
+    RSS) and its etcd (for the final read of what it stored)."""
+
+    conns: dict[str, ConnectionFile]
+    http_address: str
+    pid: int
+    etcd_endpoints: tuple[str, ...]
+    etcd_tls: EtcdTLS | None = None
+    prefix: str = PREFIX
+
+
+def _identities(pki: PKI, address: str) -> dict[str, ConnectionFile]:
+    """The five identities the stream uses; a PKI without the fuzz node's own leaf (a `kse up`
+    one) lends its nodesim identity for the node's turn."""
+    node = pki.leaves.get(node_stem(NODE)) or pki.leaves.get("nodesim") or pki["workload"]
+    scheduler = pki.schedulers[0] if pki.schedulers else pki["admin"]
+    paths = {"admin": pki["admin"], "workload": pki["workload"], "scheduler": scheduler}
+    paths |= {"node": node, "chaos": pki["chaos"]}
+    return {k: ConnectionFile.for_identity(address, p.cert, p.key, p.ca_bundle) for k, p in paths.items()}
+
+
+@asynccontextmanager
+async def own_target(cfg: FuzzConfig) -> AsyncIterator[Target]:
+    """A fresh etcd and API server under a temp dir, stopped (and the dir removed) afterwards."""
     with work_dir("kse-fuzz-apiserver-", cfg.keep) as root:
         async with Launcher(root / "data") as launcher:
             pki = init_pki(root / "pki", scheduler_replicas=1, nodes=(NODE,))
@@ -243,31 +281,57 @@ async def run(cfg: FuzzConfig, validate: Validator) -> dict[str, Any]:
             )
             await launcher.start(api)
             http_address = str((api.ready_info or {}).get("http_address") or "")
-            assert api.pid is not None
-            progress(f"API server pid {api.pid} at {api.address}, HTTP {http_address}; seed {cfg.seed}")
-            conns: dict[str, ConnectionFile] = {
-                "admin": api.connection("admin"),
-                "workload": api.connection("workload"),
-                "scheduler": api.connection(pki.scheduler(1)),
-                "node": api.connection(pki.node(NODE)),
-                "chaos": api.connection("chaos"),
-            }
-            grpc_door = GrpcDoor(conns, cfg.deadline)
-            http = HttpDoor(http_address, conns, cfg.deadline)
-            try:
-                await _seed_cluster(grpc_door)
-                state = Run(cfg, api.pid)
-                indexes = list(cfg.only) or list(range(cfg.requests))
-                await _drive(state, grpc_door, http, indexes)
-                state.sample_rss()
-                if not state.crashed:
-                    await _check_alive(state, http, None, None)
-            finally:
-                await grpc_door.close()
-                await http.close()
-            stored, problems = await scan_etcd(cluster.endpoints, validate)
-            for p in problems:
-                state.finding("invalid-in-etcd", None, None, **p)
+            if api.pid is None or not http_address:
+                raise RuntimeError(f"the API server is not serving HTTP: {api.ready_info}")
+            yield Target(_identities(pki, api.address), http_address, api.pid, tuple(cluster.endpoints))
+
+
+@asynccontextmanager
+async def attached_target(data_dir: Path, prefix: str) -> AsyncIterator[Target]:
+    """The API server of a running `kse up` cluster (its D/run/cluster.json), left running."""
+    from certs.layout import APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
+    from harness.clusterfile import ClusterFile
+
+    cf = ClusterFile.load(data_dir)
+    api = next((p for p in cf.processes.values() if p.role == "apiserver" and p.pid), None)
+    if cf.apiserver is None or not cf.apiserver_http or api is None or api.pid is None:
+        raise RuntimeError(f"{data_dir}: no running API server serving HTTP in its cluster.json")
+    pki_dir = Path(cf.pki_dir)
+    tls = None
+    if cf.etcd_tls:
+        tls = EtcdTLS(
+            ca_bundle_path(pki_dir),
+            cert_path(pki_dir, APISERVER_ETCD_CLIENT),
+            key_path(pki_dir, APISERVER_ETCD_CLIENT),
+        )
+    pki = PKI.from_dir(pki_dir)
+    yield Target(
+        _identities(pki, cf.apiserver), cf.apiserver_http, api.pid, tuple(cf.etcd_endpoints), tls, prefix
+    )
+
+
+async def run(cfg: FuzzConfig, validate: Validator) -> dict[str, Any]:
+    """One fuzz run; returns the JSON summary (and writes the report dir when asked)."""
+    t0 = time.monotonic()
+    target = own_target(cfg) if cfg.attach is None else attached_target(cfg.attach, cfg.prefix)
+    async with target as t:
+        progress(f"API server pid {t.pid}, HTTP {t.http_address}; seed {cfg.seed}")
+        grpc_door = GrpcDoor(t.conns, cfg.deadline)
+        http = HttpDoor(t.http_address, t.conns, cfg.deadline)
+        try:
+            await _seed_cluster(grpc_door)
+            state = Run(cfg, t.pid)
+            indexes = list(cfg.only) or list(range(cfg.requests))
+            await _drive(state, grpc_door, http, indexes)
+            state.sample_rss()
+            if not state.crashed:
+                await _check_alive(state, http, None, None)
+        finally:
+            await grpc_door.close()
+            await http.close()
+        stored, problems = await scan_etcd(t.etcd_endpoints, validate, t.etcd_tls, t.prefix)
+        for p in problems:
+            state.finding("invalid-in-etcd", None, None, **p)
     summary = _summary(state, stored, len(problems), time.monotonic() - t0)
     if cfg.report_dir is not None:
         write_report(cfg.report_dir, summary, state)
