@@ -18,6 +18,7 @@ import grpc.aio
 from google.protobuf.message import Message
 
 from chaos.fuzz.requests import SERVICE, Request
+from kse.client.channel import secure_channel
 from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
 
@@ -59,8 +60,6 @@ class GrpcDoor:
     """One channel per identity; every method called generically, raw bytes in and out."""
 
     def __init__(self, conns: dict[str, ConnectionFile], deadline: float) -> None:
-        from kse.client.channel import secure_channel
-
         self.deadline = deadline
         opts = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
         self.channels = {ident: secure_channel(conn, options=opts) for ident, conn in conns.items()}

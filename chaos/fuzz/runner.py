@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
+import sys
 import time
 import traceback
 from collections import Counter
@@ -36,9 +38,9 @@ from certs.layout import PKI, node_stem
 from certs.pki import init_pki
 from chaos.fuzz import oracle
 from chaos.fuzz.doors import Answer, GrpcDoor, HttpDoor
-from chaos.fuzz.requests import Request, make_request
+from chaos.fuzz.requests import SERVICE, Request, make_request
 from chaos.fuzz.values import NAMESPACE, NODE, valid_object
-from harness.bench.common import progress, work_dir
+from harness.bench.common import work_dir
 from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import start_cluster
 from harness.procs.launcher import Launcher
@@ -46,11 +48,17 @@ from kse.config import ConnectionFile
 from kse.etcdclient import EtcdTLS
 from kse.objects.kinds import BY_KIND, BY_RESOURCE, Kind
 from kse.objects.manifest import decode_object
+from proto import kse_pb2 as pb
 
 Validator = Callable[[Kind, Message], Sequence[str]]
 PREFIX = "/registry-fuzz"
 CHECK_EVERY = 100
 MAX_FINDINGS_KEPT = 200
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout carries only the summary)."""
+    print(f"[fuzz] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -220,17 +228,11 @@ async def scan_etcd(
 
 async def _seed_cluster(grpc_door: GrpcDoor) -> None:
     """The namespace the fuzz objects live in and the node identity's node, created as admin."""
-    import random
-
-    from chaos.fuzz.requests import SERVICE
-
     rng = random.Random(0)
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     node = valid_object(rng, BY_KIND["Node"])
     node["metadata"] = {"name": NODE}
     for kind, body in ((BY_KIND["Namespace"], ns), (BY_KIND["Node"], node)):
-        from proto import kse_pb2 as pb
-
         obj = decode_object(body, kind).obj
         call = grpc_door.channels["admin"].unary_unary(SERVICE + "Create")
         try:
