@@ -28,6 +28,7 @@ def own_commands() -> tuple[ModuleType, ...]:
         bench_cmd,
         certs_cmd,
         datadir_cmd,
+        drain_cmd,
         etcd_cmd,
         etcd_member_cmd,
         fuzz_cmd,
@@ -39,7 +40,7 @@ def own_commands() -> tuple[ModuleType, ...]:
 
     return (
         certs_cmd, etcd_cmd, resources_cmd, bench_cmd, whatif_cmd, up_cmd, datadir_cmd, etcd_member_cmd,
-        kubeconfig_cmd, fuzz_cmd,
+        kubeconfig_cmd, drain_cmd, fuzz_cmd,
     )  # fmt: skip
 
 
@@ -53,6 +54,12 @@ def _scheduler() -> ModuleType:
     import scheduler.cli
 
     return scheduler.cli
+
+
+def _controller_manager() -> ModuleType:
+    import controllers.manager
+
+    return controllers.manager
 
 
 def _nodesim() -> ModuleType:
@@ -97,6 +104,7 @@ class Component:
 COMPONENTS: dict[str, Component] = {
     "apiserver": Component(_apiserver, "run the gRPC API server over etcd"),
     "scheduler": Component(_scheduler, "run a kube-scheduler replica"),
+    "controller-manager": Component(_controller_manager, "run a kube-controller-manager replica"),
     "nodesim": Component(_nodesim, "run simulated kubelets"),
     "workload": Component(_workload, "create pods at a rate"),
     "chaos": Component(_chaos, "fault injection scenarios"),

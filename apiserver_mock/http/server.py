@@ -22,11 +22,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
-from apiserver_mock.http import discovery, openapi, openapi_pb, routes
+from apiserver_mock.http import discovery, openapi, openapi_pb, params, routes
 from apiserver_mock.http.authn import CertAuthenticator
 from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
 from apiserver_mock.http.routes import Target
+from apiserver_mock.http.scale import ScaleHandlers
 from apiserver_mock.http.status import (
     EntityTooLarge,
     MethodNotAllowed,
@@ -82,6 +83,7 @@ class HTTPFrontDoor:
         self.tls = ReloadingContext(FileCredentialSource(tls_cert, tls_key, client_ca))
         self.authn = CertAuthenticator()
         self.handlers = Handlers(service)
+        self.scale_handlers = ScaleHandlers(service.call)
         self.max_inflight = max_inflight
         self.keepalive_timeout = keepalive_timeout
         self.inflight = 0
@@ -156,8 +158,9 @@ class HTTPFrontDoor:
                 subject = Subject(subject.kind, request[OBJECT_NAME], subject.subresource)
             code, body = http_error(e, subject, f"HTTP {request.method} {path}")
             resp = Reply(body, code).response()
-            if code == 429:
-                resp.headers["Retry-After"] = "1"
+            retry_after = (body.get("details") or {}).get("retryAfterSeconds")
+            if code == 429 and retry_after:  # as upstream: only when the Status says how long
+                resp.headers["Retry-After"] = str(retry_after)
             return resp
         finally:
             if counted:
@@ -206,10 +209,25 @@ class HTTPFrontDoor:
         except HTTPRequestEntityTooLarge:
             raise EntityTooLarge(f"Request entity too large: limit is {MAX_BODY_BYTES}") from None
 
+    async def _scale(self, request: web.Request, ident: Identity, t: Target) -> web.Response:
+        """deployments/NAME/scale, replicasets/NAME/scale (`apiserver_mock.http.scale`)."""
+        h = self.scale_handlers
+        fence = params.fence_token(request.headers.get(params.FENCE_HEADER))
+        if request.method == "GET":
+            return Reply(await h.get(ident, t)).response()
+        body = await self._read_body(request)
+        if request.method == "PUT":
+            return Reply(await h.update(ident, t, body, fence)).response()
+        if request.method == "PATCH":
+            return Reply(await h.patch(ident, t, request.content_type, body, fence)).response()
+        raise MethodNotAllowed(f"{request.method} is not supported on this path ({request.path})")
+
     async def _resource(self, request: web.Request, ident: Identity, t: Target) -> web.StreamResponse:
         h = self.handlers
         method = request.method
         sub = t.subresource
+        if sub == "scale":
+            return await self._scale(request, ident, t)
         if method == "GET":
             if sub in ("binding", "eviction"):
                 raise MethodNotAllowed(f"GET is not supported on {t.kind.resource}/{sub}")
