@@ -482,6 +482,8 @@ def _check_delete_options(opts: dict[str, Any]) -> None:
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
         raise BadRequest("gracePeriodSeconds: Invalid value: must be an integer")
+    if grace is not None and not -(2**63) <= grace <= params.INT64_MAX:  # DeleteOptions' *int64
+        raise BadRequest(f"gracePeriodSeconds: Invalid value: {grace}: out of range (int64)")
     params.propagation_policy(str(opts.get("propagationPolicy") or ""))
     pre = opts.get("preconditions") or {}
     if not isinstance(pre, dict):

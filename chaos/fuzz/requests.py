@@ -17,7 +17,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from chaos.fuzz import protogen, values
-from chaos.fuzz.values import NODE
+from chaos.fuzz.values import NAMESPACE, NODE
 from kse.objects.kinds import KINDS, Kind
 from proto import kse_pb2 as pb
 
@@ -390,9 +390,10 @@ def _http(rng: random.Random, index: int, identity: str) -> Request:
             "bind",
             "evict",
             "truncated",
+            "scale",
             "other",
         ),
-        (8, 8, 4, 12, 8, 5, 14, 6, 2, 5, 5, 3, 2),
+        (8, 8, 4, 12, 8, 5, 14, 6, 2, 5, 5, 3, 4, 2),
     )[0]
     if rng.random() < 0.2:
         headers["Accept"] = rng.choice(
@@ -417,6 +418,8 @@ def _http(rng: random.Random, index: int, identity: str) -> Request:
     note = ""
     if verb == "get":
         return Request(index, "http", "http.get", identity, "GET", path=f"{base}/{name}", headers=headers)
+    if verb == "scale":
+        return _scale(rng, index, identity, ns, name, headers)
     if verb in ("list", "watch"):
         return Request(
             index,
@@ -494,6 +497,9 @@ def _http(rng: random.Random, index: int, identity: str) -> Request:
                 }
             body, note = _encode(rng, opts)
             headers["Content-Type"] = "application/json"
+        elif rng.random() < 0.3:
+            body, note = _protobuf_delete_options(rng), "protobuf DeleteOptions"
+            headers["Content-Type"] = "application/vnd.kubernetes.protobuf"
         path = f"{base}/{name}" if verb == "delete" else base
         q = _query(rng, "delete")
         if verb == "deletecollection":
@@ -544,3 +550,54 @@ def _http(rng: random.Random, index: int, identity: str) -> Request:
         (f"{base}/{name}/bogus", f"{base}", f"{base}/{name}/binding", f"{base}/{name}/status/x")
     )
     return Request(index, "http", "http.other", identity, method, path=path, headers=headers, body=b"{}")
+
+
+def _protobuf_delete_options(rng: random.Random) -> bytes:
+    """A Kubernetes protobuf body (the "k8s\\x00" envelope of a runtime.Unknown), good or broken."""
+    inner = b"\x08" + bytes([rng.randrange(256)]) if rng.random() < 0.5 else rng.randbytes(rng.randint(0, 24))
+    type_meta = b"\x0a\x02v1\x12\x0dDeleteOptions"
+    unknown = b"\x0a" + bytes([len(type_meta)]) + type_meta + b"\x12" + bytes([len(inner)]) + inner
+    pick = rng.randrange(4)
+    if pick == 0:
+        return b"k8s\x00" + unknown
+    if pick == 1:
+        return b"k8s\x00" + unknown[: rng.randrange(len(unknown))]
+    if pick == 2:
+        return b"k8s\x00" + protogen.raw_payloads(rng, unknown)
+    return rng.randbytes(rng.randint(0, 32))
+
+
+def _scale(
+    rng: random.Random, index: int, identity: str, ns: str, name: str, headers: dict[str, str]
+) -> Request:
+    """deployments|replicasets/NAME/scale: GET, PUT a Scale, or PATCH its spec.replicas."""
+    resource = rng.choice(("deployments", "replicasets", "daemonsets"))
+    path = f"/apis/apps/v1/namespaces/{ns or NAMESPACE}/{resource}/{name}/scale"
+    method = rng.choice(("GET", "PUT", "PATCH", "POST"))
+    scale: Any = {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": rng.choice((0, 2, -1, 2**31, "3", None))},
+    }
+    note = ""
+    if rng.random() < 0.4:
+        scale, note = values.mutate(rng, scale)
+    if method == "PATCH":
+        headers["Content-Type"] = rng.choice(PATCH_TYPES[:3])
+        scale = scale if rng.random() < 0.5 else {"spec": {"replicas": rng.choice((1, -5, "x", 2**40))}}
+    else:
+        headers["Content-Type"] = "application/json"
+    body, enc_note = _encode(rng, scale) if method != "GET" else (b"", "")
+    note = ", ".join(n for n in (note, enc_note) if n)
+    return Request(
+        index,
+        "http",
+        f"http.scale.{method}",
+        identity,
+        method,
+        path=path,
+        headers=headers,
+        body=body,
+        note=note,
+    )

@@ -106,3 +106,18 @@ async def test_continue_token_past_int64_is_invalid(apiserver: ApiServer):
         apiserver.stub("admin").List(pb.ListRequest(resource="pods", limit=1, **{"continue": token}))
     )
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "continue key is not valid" in e.details()
+
+
+async def test_eviction_and_delete_with_a_grace_period_past_int64_are_bad_requests(apiserver: ApiServer):
+    async with http_client(apiserver) as http:
+        huge = 2**70
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}
+        eviction["deleteOptions"] = {"gracePeriodSeconds": huge}
+        code, body, _ = await http.call("POST", "/api/v1/namespaces/default/pods/p/eviction", eviction)
+        assert (
+            code == 400 and "gracePeriodSeconds" in body["message"] and "out of range" in body["message"]
+        ), body
+        code, body, _ = await http.call(
+            "DELETE", "/api/v1/namespaces/default/pods/p", {"gracePeriodSeconds": huge}
+        )
+        assert code == 400 and "gracePeriodSeconds" in body["message"], body
