@@ -99,6 +99,8 @@ def test_oracle():
     grpc_req.door, grpc_req.method = "grpc", "Get"
     assert oracle.judge(grpc_req, Answer("INTERNAL", "boom")) == "internal"
     assert oracle.judge(grpc_req, Answer("UNKNOWN", "Unexpected DecodeError")) == "internal"
+    two_pdbs = "Internal error occurred: This pod has more than one PodDisruptionBudget, which ..."
+    assert oracle.judge(grpc_req, Answer("INTERNAL", two_pdbs)) is None  # upstream's own 500
     assert oracle.judge(grpc_req, Answer("INVALID_ARGUMENT", 'pods "x" is invalid')) is None
     assert oracle.judge(grpc_req, Answer("DEADLINE_EXCEEDED", hang=True)) == "hang"
     http_req = Request(0, "http", "http.get", "admin", "GET", path="/api/v1/pods")
