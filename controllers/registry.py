@@ -6,7 +6,12 @@ One line per controller module; the manager imports nothing else to find them.
 from __future__ import annotations
 
 from controllers.base import ControllerFactory
+from controllers.nodelifecycle import NodeLifecycleController
+from controllers.tainteviction import TaintEvictionController
 
 # name -> factory; filled in as each controller module lands (replicaset, deployment, daemonset,
 # disruption, nodelifecycle, taint-eviction-controller, podgc).
-CONTROLLERS: dict[str, ControllerFactory] = {}
+CONTROLLERS: dict[str, ControllerFactory] = {
+    NodeLifecycleController.name: NodeLifecycleController,
+    TaintEvictionController.name: TaintEvictionController,
+}

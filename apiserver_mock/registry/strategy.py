@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from apiserver_mock.errors import invalid
 from apiserver_mock.registry.defaults import DEFAULTERS
+from apiserver_mock.registry.defaulttolerationseconds import admit_default_toleration_seconds
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.others import SYSTEM_PRIORITY_CLASSES
 from kse.objects.kinds import BY_FIELD, Kind
@@ -120,8 +121,11 @@ class PodStrategy(Strategy):
         apply_scheduling_gated_condition(pod)
 
     async def admit_create(self, msg: Message, lookup: Lookup, list_all: ListAll) -> None:
-        """Priority admission: resolve spec.priority and preemptionPolicy from the PriorityClass."""
+        """Priority admission: resolve spec.priority and preemptionPolicy from the PriorityClass;
+        then DefaultTolerationSeconds (upstream runs it before Priority; they touch different
+        fields)."""
         pod: pb.Pod = msg  # type: ignore[assignment]
+        admit_default_toleration_seconds(pod)
         spec = pod.spec
         pcs = BY_FIELD["priority_class"]
         value, policy = 0, PREEMPT_LOWER
