@@ -426,7 +426,10 @@ class DaemonSetController:
                     f"Deleted pod: {pod.metadata.name}",
                 )
             except (NotFoundError, ConflictError):
-                exp.deletes.discard(pod.metadata.uid)
+                exp.deletes.discard(pod.metadata.uid)  # gone already, or another pod by now
+            except ApiError:
+                exp.deletes.discard(pod.metadata.uid)  # not deleted: no deletion to wait for
+                raise
 
     async def _create(self, ds: pb.DaemonSet, node_name: str, h: str) -> None:
         tmpl = ds.spec.template

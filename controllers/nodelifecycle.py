@@ -153,6 +153,7 @@ class NodeHealth:
     probe_timestamp: float
     status: bytes
     lease_renew: str = ""
+    resource_version: str = ""  # of the node whose status `status` is: same version, same status
 
 
 class NodeLifecycleController:
@@ -252,8 +253,12 @@ class NodeLifecycleController:
         """(the status to write when the node's health went Unknown, else None; the grace used).
         Updates the remembered probe time from what is observed now."""
         name = node.metadata.name
-        fingerprint = node.status.SerializeToString(deterministic=True)
         saved = self.health.get(name)
+        rv = node.metadata.resource_version
+        same = saved is not None and saved.resource_version == rv and bool(rv)
+        fingerprint = (
+            saved.status if same and saved is not None else node.status.SerializeToString(deterministic=True)
+        )
         ready = ready_condition(node)
         grace = self.options.node_monitor_grace_period_s
         if ready is None:
@@ -270,6 +275,7 @@ class NodeLifecycleController:
         elif saved.status != fingerprint:
             saved.probe_timestamp = now
             saved.status = fingerprint
+        saved.resource_version = rv
         lease = self._lease_of(name)
         if lease is not None and lease.spec.renew_time and lease.spec.renew_time > saved.lease_renew:
             # MicroTime strings of one format compare in time order.
@@ -300,7 +306,9 @@ class NodeLifecycleController:
                 return  # the kubelet (or someone) wrote meanwhile: look again next pass
             except NotFoundError:
                 return
-            self.health[name].status = node.status.SerializeToString(deterministic=True)
+            saved = self.health[name]
+            saved.status = node.status.SerializeToString(deterministic=True)
+            saved.resource_version = node.metadata.resource_version
         after = ready_condition(node)
         if after is not None and after.status != "True":
             if was_ready:

@@ -143,8 +143,17 @@ def test_a_status_change_counts_as_a_heartbeat() -> None:
     clock.t += 35
     changed = node()
     changed.status.conditions[0].last_heartbeat_time = "2027-01-15T08:01:00Z"
+    changed.metadata.resource_version = "2"  # every stored change has a new resourceVersion
     assert c.try_update_node_health(changed, clock())[0] is None
     clock.t += 35
     assert c.try_update_node_health(changed, clock())[0] is None
     clock.t += 6
     assert c.try_update_node_health(changed, clock())[0] is not None
+
+
+def test_the_same_resource_version_is_not_read_again_as_a_change() -> None:
+    clock = Clock()
+    c = controller(clock)
+    assert c.try_update_node_health(node(), clock())[0] is None
+    clock.t += 41
+    assert c.try_update_node_health(node(), clock())[0] is not None
