@@ -1,4 +1,4 @@
-"""The DefaultTolerationSeconds admission plugin, on pod create.
+"""The DefaultTolerationSeconds admission plugin, on pod create and update (not on subresources).
 
 Upstream (plugin/pkg/admission/defaulttolerationseconds/admission.go): a pod that does not
 already tolerate the `node.kubernetes.io/not-ready` and `node.kubernetes.io/unreachable`

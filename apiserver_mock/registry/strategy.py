@@ -120,6 +120,12 @@ class PodStrategy(Strategy):
         apply_match_label_keys(pod)  # on create only, as upstream's PrepareForCreate
         apply_scheduling_gated_condition(pod)
 
+    def prepare_for_update(self, kind: Kind, new: Message, old: Message) -> None:
+        # DefaultTolerationSeconds admits updates of pods proper too (admission.Create, Update),
+        # before the strategy: a patch that replaces the tolerations gets the defaults back.
+        admit_default_toleration_seconds(new)  # type: ignore[arg-type]
+        super().prepare_for_update(kind, new, old)
+
     async def admit_create(self, msg: Message, lookup: Lookup, list_all: ListAll) -> None:
         """Priority admission: resolve spec.priority and preemptionPolicy from the PriorityClass;
         then DefaultTolerationSeconds (upstream runs it before Priority; they touch different
