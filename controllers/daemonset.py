@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from controllers.base import ControllerContext
-from controllers.eventsink import NORMAL, WARNING, EventSink, object_reference
-from controllers.podutil import FAILED, SUCCEEDED, controller_of, is_available, is_ready
+from controllers.eventsink import NORMAL, WARNING, record
+from controllers.podutil import POD_FAILED, POD_SUCCEEDED, controller_of, is_pod_available, is_pod_ready
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.objects.intstr import IntOrStringError, int_or_string, scaled_value
 from kse.objects.labels import RequiredNodeAffinity, SelectorError, label_selector_as_selector
@@ -67,6 +67,7 @@ from proto import kse_pb2 as pb
 log = logging.getLogger(__name__)
 
 REVISION_HASH_LABEL = "controller-revision-hash"
+COMPONENT = "daemonset-controller"  # upstream's event source
 OBJECT_NAME_FIELD = "metadata.name"
 EXPECTATIONS_TIMEOUT_S = 300.0  # ExpectationsTimeout (5 min), as upstream's ControllerExpectations
 SLOW_START_INITIAL_BATCH = 1
@@ -193,7 +194,7 @@ def plan_sync(
         elif should_continue:
             running = []
             for p in live:
-                if p.status.phase in (FAILED, SUCCEEDED):
+                if p.status.phase in (POD_FAILED, POD_SUCCEEDED):
                     plan.delete.append(p)
                 else:
                     running.append(p)
@@ -207,9 +208,9 @@ def plan_sync(
             if pods:
                 st.current_number_scheduled += 1
                 first = _oldest_first(pods)[0]
-                if is_ready(first):
+                if is_pod_ready(first):
                     st.number_ready += 1
-                    if is_available(first, min_ready, now):
+                    if is_pod_available(first, min_ready, now):
                         st.number_available += 1
                 if first.metadata.labels.get(REVISION_HASH_LABEL) == h:
                     st.updated_number_scheduled += 1
@@ -239,9 +240,9 @@ def rolling_update_deletions(
         if len(new) > 1 or len(old) > 1 or (new and old) or (not new and not old):
             unavailable += 1  # the manage step sorts this node out
         elif new:
-            if not is_available(new[0], min_ready, now):
+            if not is_pod_available(new[0], min_ready, now):
                 unavailable += 1
-        elif not is_available(old[0], min_ready, now):
+        elif not is_pod_available(old[0], min_ready, now):
             replace_now.append(old[0])
         elif unavailable < budget:
             candidates.append(old[0])
@@ -273,7 +274,6 @@ class DaemonSetController:
         self.daemonsets = ctx.informers.informer_for(ctx.clientset.daemon_sets)
         self.pods = ctx.informers.informer_for(ctx.clientset.pods)
         self.nodes = ctx.informers.informer_for(ctx.clientset.nodes)
-        self.events = EventSink(ctx.clientset, "daemonset-controller", ctx.fence, host=ctx.identity)
         self.expectations: dict[str, Expectations] = {}
         self._queue: set[str] = set()
         self._wake = asyncio.Event()
@@ -352,7 +352,7 @@ class DaemonSetController:
                 try:
                     await self.sync(key)
                 except FencedError:
-                    raise
+                    self.ctx.on_fenced(self.ctx.fence())  # another replica leads: the term ends
                 except ApiError as e:
                     log.info("daemonset %s: %s (%s); requeued", key, e.message, e.code_name)
                     self._enqueue(key)
@@ -419,11 +419,13 @@ class DaemonSetController:
                 await self.cs.pods.delete(
                     pod.metadata.namespace, pod.metadata.name, uid=pod.metadata.uid, fence=self.ctx.fence()
                 )
-                await self.events.event(
-                    object_reference("DaemonSet", "apps/v1", ds.metadata),
+                record(
+                    self.ctx,
+                    ds,
                     NORMAL,
                     "SuccessfulDelete",
                     f"Deleted pod: {pod.metadata.name}",
+                    component=COMPONENT,
                 )
             except (NotFoundError, ConflictError):
                 exp.deletes.discard(pod.metadata.uid)  # gone already, or another pod by now
@@ -452,13 +454,19 @@ class DaemonSetController:
         pod.spec.CopyFrom(tmpl.spec)
         daemon_tolerations(pod.spec)
         replace_node_name_affinity(pod.spec, node_name)
-        ref = object_reference("DaemonSet", "apps/v1", ds.metadata)
         try:
             created = await self.cs.pods.create(pod, fence=self.ctx.fence())
         except ApiError as e:
-            await self.events.event(ref, WARNING, "FailedCreate", f"Error creating: {e.message}")
+            record(self.ctx, ds, WARNING, "FailedCreate", f"Error creating: {e.message}", component=COMPONENT)
             raise
-        await self.events.event(ref, NORMAL, "SuccessfulCreate", f"Created pod: {created.metadata.name}")
+        record(
+            self.ctx,
+            ds,
+            NORMAL,
+            "SuccessfulCreate",
+            f"Created pod: {created.metadata.name}",
+            component=COMPONENT,
+        )
 
     async def _update_status(self, ds: pb.DaemonSet, status: pb.DaemonSetStatus) -> None:
         want = pb.DaemonSetStatus()

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from controllers.base import ControllerContext
-from controllers.eventsink import NORMAL, EventSink, object_reference
+from controllers.eventsink import NORMAL, record
 from controllers.podutil import POD_READY, condition, pod_key, update_condition
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.objects.taints import (
@@ -57,6 +57,7 @@ from proto import kse_pb2 as pb
 log = logging.getLogger(__name__)
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+COMPONENT = "node-controller"  # upstream's event source
 READY = "Ready"
 HEALTH_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 UNKNOWN_REASON = "NodeStatusUnknown"
@@ -176,7 +177,6 @@ class NodeLifecycleController:
         self.nodes = ctx.informers.informer_for(ctx.clientset.nodes)
         self.leases = ctx.informers.informer_for(ctx.clientset.leases)
         self.pods = ctx.informers.informer_for(ctx.clientset.pods)
-        self.events = EventSink(ctx.clientset, "node-controller", ctx.fence, host=ctx.identity)
         self.health: dict[str, NodeHealth] = {}
         self.pods_on_node: dict[str, set[str]] = {}
         self._dirty: set[str] = set()
@@ -223,8 +223,14 @@ class NodeLifecycleController:
                 for name in sorted(self._dirty):
                     self._dirty.discard(name)
                     node = self.nodes.store.get(name)
-                    if node is not None:
+                    if node is None:
+                        continue
+                    try:
                         await self._write_taints(node)
+                    except FencedError:
+                        self.ctx.on_fenced(self.ctx.fence())  # another replica leads: the term ends
+                    except ApiError as e:
+                        log.info("node %s: taints not written: %s; retried next pass", name, e.message)
             self._wake.clear()
             delay = next_pass - self._clock()
             if delay > 0 and not self._dirty:
@@ -241,7 +247,8 @@ class NodeLifecycleController:
             try:
                 await self._monitor(node)
             except FencedError:
-                raise
+                self.ctx.on_fenced(self.ctx.fence())  # another replica leads: the term ends
+                return
             except ApiError as e:
                 log.info("node %s: %s (%s); retried next pass", node.metadata.name, e.message, e.code_name)
 
@@ -311,11 +318,9 @@ class NodeLifecycleController:
             saved.resource_version = node.metadata.resource_version
         after = ready_condition(node)
         if after is not None and after.status != "True":
-            if was_ready:
-                ref = object_reference("Node", "v1", node.metadata)
-                await self.events.event(
-                    ref, NORMAL, "NodeNotReady", f"Node {name} status is now: NodeNotReady"
-                )
+            if was_ready:  # RecordNodeStatusChange
+                message = f"Node {name} status is now: NodeNotReady"
+                record(self.ctx, node, NORMAL, "NodeNotReady", message, component=COMPONENT)
             await self.mark_pods_not_ready(name)
         await self._write_taints(node)
 

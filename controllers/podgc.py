@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import ClassVar
 
 from controllers.base import ControllerContext
-from controllers.podutil import DISRUPTION_TARGET, FAILED, is_terminal, update_condition
+from controllers.podutil import DISRUPTION_TARGET, POD_FAILED, is_terminal, update_condition
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from proto import kse_pb2 as pb
 
@@ -37,7 +37,7 @@ GC_MESSAGE = "PodGC: node no longer exists"
 
 def is_evicted(pod: pb.Pod) -> bool:
     """eviction.PodIsEvicted: Failed with reason Evicted."""
-    return pod.status.phase == FAILED and pod.status.reason == "Evicted"
+    return pod.status.phase == POD_FAILED and pod.status.reason == "Evicted"
 
 
 def terminated_to_delete(pods: Iterable[pb.Pod], threshold: int) -> list[pb.Pod]:
@@ -143,7 +143,7 @@ class PodGCController:
             if not is_terminal(pod):
                 status = pb.PodStatus()
                 status.CopyFrom(pod.status)
-                status.phase = FAILED
+                status.phase = POD_FAILED
                 if cond is not None:
                     update_condition(status, cond)
                 update = pb.Pod(
@@ -158,6 +158,6 @@ class PodGCController:
         except (NotFoundError, ConflictError):
             return  # gone, or changed: the next pass sees the new state
         except FencedError:
-            raise
+            self.ctx.on_fenced(self.ctx.fence())  # another replica leads: the term ends
         except ApiError as e:
             log.info("podgc: deleting %s/%s failed: %s", ns, name, e.message)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from controllers.base import ControllerContext
-from controllers.eventsink import NORMAL, EventSink
+from controllers.eventsink import NORMAL, pod_ref, record
 from controllers.podutil import DISRUPTION_TARGET, pod_key, update_condition
 from kse.client.errors import ApiError, FencedError, NotFoundError
 from kse.objects.taints import NO_EXECUTE, matching_tolerations, min_toleration_seconds
@@ -99,7 +99,6 @@ class TaintEvictionController:
         self._clock = clock
         self.pods = ctx.informers.informer_for(ctx.clientset.pods)
         self.nodes = ctx.informers.informer_for(ctx.clientset.nodes)
-        self.events = EventSink(ctx.clientset, self.name, ctx.fence, host=ctx.identity)
         self.tainted_nodes: dict[str, list[pb.Taint]] = {}
         self.pods_on_node: dict[str, set[str]] = {}
         self.scheduled: dict[str, Scheduled] = {}
@@ -108,7 +107,6 @@ class TaintEvictionController:
         self._node_queue: asyncio.Queue[str] = asyncio.Queue()
         self._pod_queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()  # (pod key, node name)
         self._due: asyncio.Queue[str] = asyncio.Queue()
-        self._event_queue: asyncio.Queue[tuple[pb.ObjectReference, str]] = asyncio.Queue()
         self._wake = asyncio.Event()
         self.evicted = 0
         self.pods.add_event_handler(self._pod_added, self._pod_updated, self._pod_deleted)
@@ -168,7 +166,6 @@ class TaintEvictionController:
             async with asyncio.TaskGroup() as tg:
                 for i in range(DELETE_WORKERS):
                     tg.create_task(self._delete_worker(), name=f"taint-eviction-delete-{i}")
-                tg.create_task(self._event_worker(), name="taint-eviction-events")
                 await self._process()
         finally:
             for handle in self._timers.values():
@@ -255,15 +252,9 @@ class TaintEvictionController:
             self._spawn_event(ns, name, f"Cancelling deletion of Pod {key}")
 
     def _spawn_event(self, ns: str, name: str, message: str) -> None:
-        ref = pb.ObjectReference(api_version="v1", kind="Pod", namespace=ns, name=name)
-        self._event_queue.put_nowait((ref, message))
+        record(self.ctx, pod_ref(ns, name), NORMAL, EVENT_REASON, message, component=self.name)
 
-    # -- deletions and events
-
-    async def _event_worker(self) -> None:
-        while True:
-            ref, message = await self._event_queue.get()
-            await self.events.event(ref, NORMAL, EVENT_REASON, message)
+    # -- deletions
 
     async def _delete_worker(self) -> None:
         while True:
@@ -271,7 +262,7 @@ class TaintEvictionController:
             try:
                 await self._evict(item)
             except FencedError:
-                raise
+                self.ctx.on_fenced(self.ctx.fence())  # another replica leads: the term ends
             except Exception:
                 log.exception("evicting %s failed", item)
 
