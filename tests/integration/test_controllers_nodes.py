@@ -354,3 +354,130 @@ async def test_a_sigstopped_nodesim_leaves_its_nodes_unknown_and_its_control_fil
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+async def test_in_the_controller_manager_process_a_stopped_kubelet_is_evicted_but_its_daemon_pod_stays(
+    apiserver: ApiServer, tmp_path: Path
+) -> None:
+    """The same path with every component a process: `kse controller-manager` as
+    system:kube-controller-manager (its grant covers node taints and status, pod status and
+    deletes, daemonsets), `kse scheduler`, and `kse nodesim` whose control file stops a kubelet."""
+    from tests.integration.test_controller_manager import Proc, start_proc
+
+    def conn(stem: str) -> list[str]:
+        ident = apiserver.pki[stem]
+        return [
+            "--server",
+            apiserver.address,
+            "--ca",
+            str(ident.ca_bundle),
+            "--cert",
+            str(ident.cert),
+            "--key",
+            str(ident.key),
+        ]
+
+    control = tmp_path / "control.json"
+    control.write_text("{}")
+    py = [sys.executable, "-m", "kse"]
+    procs: list[Proc] = []
+    try:
+        procs.append(
+            await start_proc(
+                "scheduler",
+                [
+                    *py,
+                    "scheduler",
+                    *conn("scheduler-1"),
+                    "--leader-elect=false",
+                    "--metrics-bind-address",
+                    "127.0.0.1:0",
+                ],
+                tmp_path,
+            )
+        )
+        procs.append(
+            await start_proc(
+                "nodesim",
+                [
+                    *py,
+                    "nodesim",
+                    "--server",
+                    apiserver.address,
+                    "--pki-dir",
+                    str(apiserver.pki.dir),
+                    "--nodes",
+                    "2",
+                    "--heartbeat-interval",
+                    "0.2s",
+                    "--image-pull-bandwidth",
+                    "0",
+                    "--control-file",
+                    str(control),
+                ],
+                tmp_path,
+            )
+        )
+        procs.append(
+            await start_proc(
+                "cm",
+                [
+                    *py,
+                    "controller-manager",
+                    *conn("controller-manager"),
+                    "--leader-elect=false",
+                    "--metrics-bind-address",
+                    "127.0.0.1:0",
+                    "--controllers",
+                    "nodelifecycle,taint-eviction-controller,daemonset",
+                    "--node-monitor-grace-period",
+                    "2s",
+                    "--node-monitor-period",
+                    "200ms",
+                ],
+                tmp_path,
+            )
+        )
+        nodesim = procs[1]
+        admin = Clientset(await apiserver.channel("admin"), qps=0)
+        ds = await admin.daemon_sets.create(daemonset_example())
+        await eventually(
+            lambda: ds_pods(admin, ds),
+            lambda ps: len(ps) == 2 and all(running_image(p, "") for p in ps),
+            "a daemon pod on each node",
+            WITHIN_S,
+        )
+        short = pb.Toleration(key=UNREACHABLE, operator="Exists", effect="NoExecute", toleration_seconds=1)
+        await bound_pod(admin, "short", "nodesim-1", short)
+        await eventually(
+            lambda: admin.pods.get("default", "short"),
+            lambda p: p.status.phase == "Running",
+            "short Running",
+            WITHIN_S,
+        )
+
+        control.write_text(json.dumps({"stopped": ["nodesim-1"]}))
+        nodesim.process.send_signal(signal.SIGHUP)
+        await eventually(
+            lambda: admin.nodes.get("nodesim-1"),
+            lambda n: ready_status(n) == "Unknown" and UNREACHABLE_TAINTS <= taints(n),
+            "nodesim-1 Unknown and tainted by the controller-manager",
+            WITHIN_S,
+        )
+        await eventually(lambda: get_or_none(admin, "short"), lambda p: p is None, "short evicted", WITHIN_S)
+        pods = await ds_pods(admin, ds)
+        assert sorted(p.spec.node_name for p in pods) == ["nodesim-0", "nodesim-1"]  # tolerates forever
+
+        control.write_text("{}")
+        nodesim.process.send_signal(signal.SIGHUP)
+        await eventually(
+            lambda: admin.nodes.get("nodesim-1"),
+            lambda n: ready_status(n) == "True" and not taints(n),
+            "nodesim-1 back",
+            WITHIN_S,
+        )
+        cm_log = procs[2].log()
+        assert "Forbidden" not in cm_log and "PERMISSION_DENIED" not in cm_log, cm_log[-4000:]
+    finally:
+        for p in procs:
+            p.kill()
