@@ -28,7 +28,9 @@ Upstream: pkg/controller/daemon/daemon_controller.go, update.go and util/daemons
   numberMisscheduled, numberReady, numberAvailable, updatedNumberScheduled, numberUnavailable,
   observedGeneration, written through daemonsets/status when it changed.
 
-Not modelled: adoption of orphaned pods, the failed-pod backoff, and ControllerRevision history.
+Syncs run on `--concurrent-daemonset-syncs` workers (2) over client-go's rate-limited queue, a
+DaemonSet never on two at once. Not modelled: adoption of orphaned pods, the failed-pod backoff,
+and ControllerRevision history.
 Every write carries the term's fence.
 """
 
@@ -45,6 +47,8 @@ from typing import ClassVar
 from controllers.base import ControllerContext
 from controllers.eventsink import NORMAL, WARNING, record
 from controllers.podutil import POD_FAILED, POD_SUCCEEDED, controller_of, is_pod_available, is_pod_ready
+from controllers.worker import run_workers
+from controllers.workqueue import RateLimitingQueue
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.objects.intstr import IntOrStringError, int_or_string, scaled_value
 from kse.objects.labels import RequiredNodeAffinity, SelectorError, label_selector_as_selector
@@ -275,8 +279,7 @@ class DaemonSetController:
         self.pods = ctx.informers.informer_for(ctx.clientset.pods)
         self.nodes = ctx.informers.informer_for(ctx.clientset.nodes)
         self.expectations: dict[str, Expectations] = {}
-        self._queue: set[str] = set()
-        self._wake = asyncio.Event()
+        self.queue: RateLimitingQueue[str] = RateLimitingQueue(self.name, metrics=ctx.workqueue_metrics)
         self.daemonsets.add_event_handler(
             lambda d: self._enqueue(self._key(d)),
             lambda o, n: self._enqueue(self._key(n)),
@@ -294,8 +297,7 @@ class DaemonSetController:
         return object_key(ds.metadata.namespace, ds.metadata.name)
 
     def _enqueue(self, key: str) -> None:
-        self._queue.add(key)
-        self._wake.set()
+        self.queue.add(key)
 
     def _enqueue_all(self) -> None:
         for key in self.daemonsets.store.keys():
@@ -342,21 +344,10 @@ class DaemonSetController:
     # -- the loop
 
     async def run(self) -> None:
+        """--concurrent-daemonset-syncs workers (2) over the rate-limited queue; a failed sync is
+        retried with backoff, a fenced one ends the term (controllers/worker.py)."""
         self._enqueue_all()
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._queue:
-                key = min(self._queue)
-                self._queue.discard(key)
-                try:
-                    await self.sync(key)
-                except FencedError:
-                    self.ctx.on_fenced(self.ctx.fence())  # another replica leads: the term ends
-                except ApiError as e:
-                    log.info("daemonset %s: %s (%s); requeued", key, e.message, e.code_name)
-                    self._enqueue(key)
-                    await asyncio.sleep(0.5)
+        await run_workers(self.name, self.queue, self.sync, self.ctx.options.syncs_for(self.name), self.ctx)
 
     def pods_by_node(self, ds: pb.DaemonSet) -> dict[str, list[pb.Pod]]:
         """getNodesToDaemonPods: its pods (controllerRef by uid, selector match) by target node."""
