@@ -87,6 +87,10 @@ async def bound_pod(admin: Clientset, name: str, node: str, *tolerations: pb.Tol
     )
 
 
+async def events_in(admin: Clientset, namespace: str) -> list[pb.Event]:
+    return list((await admin.events.list(namespace)).items)
+
+
 async def get_or_none(admin: Clientset, name: str) -> pb.Pod | None:
     try:
         return await admin.pods.get("default", name)
@@ -141,9 +145,14 @@ async def test_a_stopped_kubelet_makes_its_node_unknown_tainted_evicted_and_it_r
             "long marked not Ready",
             WITHIN_S,
         )
-        events = (await admin.events.list("default")).items
-        assert any(e.reason == "TaintManagerEviction" and e.involved_object.name == "short" for e in events)
-        assert any(e.reason == "NodeNotReady" and e.involved_object.name == down for e in events)
+
+        def recorded(events: list[pb.Event]) -> bool:  # written by the recorder, asynchronously
+            seen = {(e.reason, e.involved_object.name) for e in events}
+            return {("TaintManagerEviction", "short"), ("NodeNotReady", down)} <= seen
+
+        await eventually(
+            lambda: events_in(admin, "default"), recorded, "the eviction and node events", WITHIN_S
+        )
         healthy = await admin.nodes.get(up)
         assert ready_status(healthy) == "True" and not taints(healthy)
         assert pod_ready(await admin.pods.get("default", "elsewhere")) == "True"
@@ -448,7 +457,14 @@ async def test_in_the_controller_manager_process_a_stopped_kubelet_is_evicted_bu
             WITHIN_S,
         )
         short = pb.Toleration(key=UNREACHABLE, operator="Exists", effect="NoExecute", toleration_seconds=1)
-        await bound_pod(admin, "short", "nodesim-1", short)
+        # Created with its nodeName set: the scheduler running here must not place it elsewhere first.
+        await admin.pods.create(
+            pb.Pod(
+                metadata=pb.ObjectMeta(name="short", namespace="default"),
+                spec=pb.PodSpec(containers=[pb.Container(name="c", image="app:v1")], tolerations=[short],
+                                node_name="nodesim-1"),
+            )
+        )  # fmt: skip
         await eventually(
             lambda: admin.pods.get("default", "short"),
             lambda p: p.status.phase == "Running",
