@@ -164,3 +164,14 @@ def test_an_eviction_already_scheduled_keeps_its_time() -> None:
 
 def test_a_zero_toleration_seconds_evicts_at_once() -> None:
     assert decide([taint("a")], [tol("a", "Exists", seconds=0)], 5.0, None) == Decision("schedule", 5.0, 5.0)
+
+
+def test_the_pod_strategy_admits_updates_too() -> None:
+    """A replaced tolerations list gets the defaults back (admission.Create, admission.Update)."""
+    from apiserver_mock.registry.strategy import STRATEGIES
+    from kse.objects.kinds import BY_FIELD
+
+    old = pb.Pod(metadata=pb.ObjectMeta(name="p", uid="u"), spec=pb.PodSpec(tolerations=defaults()))
+    new = pb.Pod(metadata=pb.ObjectMeta(name="p"), spec=pb.PodSpec(tolerations=[tol("k", "Exists")]))
+    STRATEGIES["pod"].prepare_for_update(BY_FIELD["pod"], new, old)
+    assert list(new.spec.tolerations) == [tol("k", "Exists"), *defaults()]
