@@ -175,3 +175,51 @@ def test_the_pod_strategy_admits_updates_too() -> None:
     new = pb.Pod(metadata=pb.ObjectMeta(name="p"), spec=pb.PodSpec(tolerations=[tol("k", "Exists")]))
     STRATEGIES["pod"].prepare_for_update(BY_FIELD["pod"], new, old)
     assert list(new.spec.tolerations) == [tol("k", "Exists"), *defaults()]
+
+
+# -- the controller's bookkeeping (TestCreatePod / TestUpdateNode shapes), no API server
+
+
+def _node(*taints: pb.Taint) -> pb.Node:
+    return pb.Node(
+        metadata=pb.ObjectMeta(name="n1", resource_version=str(len(taints) + 1)),
+        spec=pb.NodeSpec(taints=taints),
+    )
+
+
+def _pod(name: str, *tolerations: pb.Toleration) -> pb.Pod:
+    return pb.Pod(
+        metadata=pb.ObjectMeta(name=name, namespace="default", uid=name, resource_version="1"),
+        spec=pb.PodSpec(node_name="n1", tolerations=list(tolerations)),
+    )
+
+
+async def test_the_controller_schedules_cancels_and_fires_evictions() -> None:
+    from controllers.tainteviction import TaintEvictionController
+    from tests.unit.controllers.offline import offline_context
+
+    now = [1000.0]
+    c = TaintEvictionController(offline_context(), clock=lambda: now[0])
+    c.pods.replace(
+        [
+            _pod("waits", tol(UNREACHABLE, "Exists", effect="NoExecute", seconds=300)),
+            _pod("forever", tol(UNREACHABLE, "Exists", effect="NoExecute")),
+            _pod("now"),
+        ],
+        "1",
+    )
+    c.nodes.replace([_node(taint(UNREACHABLE))], "2")
+    c.handle_node_update("n1")
+    assert c.scheduled["default/waits"] == Scheduled(1000.0, 1300.0)
+    assert "default/forever" not in c.scheduled
+    assert "default/now" in c.scheduled  # due at once: fires on the next loop turn
+    c._fire("default/now")
+    assert "default/now" in c._fired and c._due.get_nowait() == "default/now"
+
+    now[0] = 1100.0
+    c.nodes.replace([_node()], "3")  # the taint goes: the waiting eviction is cancelled
+    c.handle_node_update("n1")
+    assert c.scheduled == {}
+    c.pods.replace([], "4")  # the evicted pod is gone: its marker too
+    c.handle_pod_update("default/now", "n1")
+    assert c._fired == set()
