@@ -86,9 +86,12 @@ def record_for(
     message: str = "",
     response: bytes | None = None,
     revision: int | None = None,
+    notes: dict[str, object] | None = None,
 ) -> AuditRecord:
     """The record of one write RPC: `request` as received (after the registry's defaulting),
-    `response` the serialized Object answered (None when refused)."""
+    `response` the serialized Object answered (None when refused). `notes`: what the verb said
+    about other objects it wrote in the same transaction (an eviction's budget: `extra.pdb`, the
+    PodDisruptionBudget of the pod's namespace whose status it decremented)."""
     verb, subresource = WRITE_METHODS[method]
     target = _Target.of(method, request)
     ok = code == grpc.StatusCode.OK
@@ -107,7 +110,19 @@ def record_for(
                 extra["lease_duration_seconds"] = spec.lease_duration_seconds
         elif target.kind is POD and verb == "update_status" and target.msg is not None:
             extra["phase"] = target.msg.status.phase  # type: ignore[attr-defined]
+        if (
+            target.kind is POD
+            and verb in ("delete", "evict")
+            and target.msg is not None
+            and target.msg.metadata.deletion_timestamp
+        ):
+            extra["deletion_timestamp"] = target.msg.metadata.deletion_timestamp  # a graceful delete
+    if notes and notes.get("pdb"):
+        extra["pdb"] = notes["pdb"]
     fence = getattr(request, "fence", None)
+    dry_run = bool(getattr(request, "dry_run", False))
+    if dry_run:
+        extra["dry_run"] = True  # nothing was written: no revision (it is not an accepted write)
     return AuditRecord(
         ts=time.time(),
         user=ident.user if ident is not None else "",
@@ -118,7 +133,7 @@ def record_for(
         namespace=target.namespace,
         name=target.name,
         code=code.name,
-        revision=revision if ok else None,
+        revision=revision if ok and not dry_run else None,
         fence=_fence(fence) if fence is not None and fence.ByteSize() else None,
         node=target.node,
         uid=target.uid,

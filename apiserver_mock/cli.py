@@ -24,6 +24,7 @@ from kse.durations import PositiveDuration
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
 from kse.flags.argtypes import positive_int as _positive_int
+from kse.flags.failpoint_args import add_failpoint_flags, apply_failpoint_flags
 from kse.flags.logging_args import add_log_level_flag, setup_logging
 
 log = logging.getLogger("apiserver_mock")
@@ -84,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=400,
         metavar="N",
         help="concurrent non-watch HTTP requests before answering 429 (default: %(default)s)",
+    )
+    srv.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the watch cache's long-lived objects out of CPython's full collections, whose "
+        "pauses set the watch tail (apiserver_mock/gctuning.py; default: on)",
     )
     srv.add_argument("--tls-cert", type=Path, help="serving certificate")
     srv.add_argument("--tls-key", type=Path, help="serving key")
@@ -161,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="append one JSON line (kse.audit.AuditRecord) per write request to PATH, before answering",
     )
     add_log_level_flag(p)
+    add_failpoint_flags(p)
     return p
 
 
@@ -218,6 +227,7 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         audit_log=args.audit_log,
         http_listen=args.http_listen,
         http_max_inflight=args.http_max_inflight,
+        gc_freeze=args.gc_freeze,
     )
 
 
@@ -274,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging(args.log_level)
+    try:
+        apply_failpoint_flags(args)
+    except ValueError as e:
+        parser.error(f"--failpoints: {e}")
     # A logger *name* (where grpc's aio core logs), not an import of grpc's private modules.
     logging.getLogger("grpc._cython.cygrpc").addFilter(_ClientGoneFilter())
     config = config_from_args(parser, args)

@@ -28,15 +28,19 @@ from apiserver_mock.audit import AuditLog
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.auth.authz import Authorizer
 from apiserver_mock.fencing import Fencer
+from apiserver_mock.gctuning import freeze_now, keep_old_objects_frozen
 from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
 from apiserver_mock.storage import Store
+from apiserver_mock.systemnamespaces import RESYNC_INTERVAL_S, keep_system_namespaces
+from apiserver_mock.systemnamespaces import ensure_once as ensure_system_namespaces
 from apiserver_mock.watchcache.cache import WatchCache
 from certs.source import Credentials, FileCredentialSource
 from kse.etcdclient import EtcdClient, EtcdTLS
 from kse.objects.kinds import KINDS
 
+SYSTEM_NAMESPACES_TIMEOUT_S = 5.0
 log = logging.getLogger(__name__)
 
 MAX_RECEIVE_BYTES = 16 * 1024 * 1024  # so oversized objects reach validation and get a named error
@@ -70,6 +74,8 @@ class ServerConfig:
     # The Kubernetes HTTP API (apiserver_mock.http) on this HOST:PORT; None: gRPC only.
     http_listen: str | None = None
     http_max_inflight: int = 400
+    # Freeze the watch cache's objects out of full GC collections (apiserver_mock.gctuning).
+    gc_freeze: bool = False
     extra_options: list[tuple[str, Any]] = field(default_factory=list)
 
 
@@ -265,6 +271,18 @@ class APIServer:
         log.info("listening on %s; loading watch caches", self.address)
         await self._wait_caches()
         self._spawn(self._progress_loop(), name="progress")
+        # The system namespaces exist before the server reports SERVING (kubectl get ns on a fresh
+        # cluster lists them); if etcd fails now, the background loop keeps trying.
+        first_wait = RESYNC_INTERVAL_S
+        try:
+            await asyncio.wait_for(ensure_system_namespaces(self._service), SYSTEM_NAMESPACES_TIMEOUT_S)
+        except Exception as e:
+            log.warning("system namespaces not created yet: %s", e)
+            first_wait = 0.0
+        self._spawn(keep_system_namespaces(self._service, first_wait=first_wait), name="system-namespaces")
+        if cfg.gc_freeze:
+            log.info("watch caches loaded: %d objects frozen out of full collections", freeze_now())
+            self._spawn(keep_old_objects_frozen(), name="gc-freeze")
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
         log.info("serving on %s (etcd %s, prefix %s)", self.address, ",".join(cfg.etcd_endpoints), cfg.prefix)

@@ -28,6 +28,7 @@ from apiserver_mock.registry import Registry
 from apiserver_mock.registry.reads import Reads
 from apiserver_mock.watchcache.watcher import WatchClosed
 from certs.identity import Identity
+from kse import failpoints
 from kse.etcdclient import CompactedError, EtcdOutcomeUnknownError, EtcdUnavailableError
 from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
@@ -188,6 +189,9 @@ class ResourcesService:
         audit = self.audit if name in WRITE_METHODS else None
         if not self.ready.is_set():
             await self.ready.wait()
+        notes: dict[str, object] = {}
+        if name == "Evict":  # the eviction names the budget it consulted, for the audit record
+            verb = partial(self.registry.evict, notes=notes)
         if audit is None:
             return await verb(ident, request)
         # A write runs to its end even when its caller goes away (a client deadline, a cancelled
@@ -209,13 +213,15 @@ class ResourcesService:
             _record_refusal(audit, name, ident, request, code, message)
             raise
         try:
-            audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
+            audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev, notes))
         except Exception as e:
             log.error("%s/%s: audit log write failed after the write was applied: %s", SERVICE, name, e)
             raise AuditFailed(
                 f"the write was applied at revision {rev} but its audit record could not be "
                 f"written ({e}); re-read the object"
             ) from e
+        if failpoints.ENABLED:
+            await failpoints.inject("service/before-reply")
         return data, rev
 
     def _unary(self, name: str) -> Callable[[Any, Context], Awaitable[bytes]]:

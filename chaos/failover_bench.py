@@ -88,9 +88,13 @@ __all__ = [
 ]
 
 # CLI name -> FaultRecord.fault (chaos.history's KILL, TERMINATE, STOP)
-FAULTS: dict[str, str] = {"kill": "kill", "term": "terminate", "stop": "stop"}
+# `zombie`: the leader's link to the API server held back (the partition proxy's delay mode) for
+# longer than the lease while it keeps scheduling, so its binds land after a successor holds the
+# lease: what fencing exists for (a paused leader, `stop`, never writes after it wakes).
+FAULTS: dict[str, str] = {"kill": "kill", "term": "terminate", "stop": "stop", "zombie": "partition"}
 # A field of the bench's cluster shape (harness.shape) -> the flag that sets it.
 SHAPE_FLAGS: dict[str, str] = {"nodes": "--nodes", "rate": "--rate", **ELECTION_FLAGS}
+SAFETY_EXIT_CODE = 3  # the run went through, and a write got past the safety checks
 SETTLE_S = 5.0  # after the workload stops: how long the leader gets to bind what is pending
 
 
@@ -160,6 +164,12 @@ class FailoverBenchConfig:
         return self.lease_duration + margin
 
     @property
+    def zombie_delay(self) -> float:
+        """`zombie`: how long each byte of the leader's link is held back: past the lease and two
+        retry periods, so even a bind sent the moment the fault starts lands after a takeover."""
+        return self.lease_duration + 2 * self.retry_period + 1.0
+
+    @property
     def delete_after(self) -> float:
         """Workload churn: each pod is deleted this long after it runs, so about half of the fleet's
         capacity (40 default pods a node: 4 CPU / 100m) is in use at the steady rate."""
@@ -190,12 +200,22 @@ def failover_rounds(cfg: FailoverBenchConfig) -> list[Round]:
     )
 
     stop = cfg.fault == "stop"
-    fault = FaultSpec(
-        fault=cfg.fault,
-        target="leader",
-        duration=cfg.stop_for if stop else None,
-        until=NEW_LEADER if stop else None,
-    )
+    if cfg.fault == "zombie":
+        fault = FaultSpec(
+            fault="partition",
+            target="leader",
+            mode="delay-up",
+            delay=cfg.zombie_delay,
+            duration=cfg.zombie_delay,
+            until=NEW_LEADER,
+        )
+    else:
+        fault = FaultSpec(
+            fault=cfg.fault,
+            target="leader",
+            duration=cfg.stop_for if stop else None,
+            until=NEW_LEADER if stop else None,
+        )
     # A continued leader with --on-lost-lease standby stays the same process; otherwise every
     # faulted leader exits (or is killed) and its supervisor starts it again.
     back = STANDBY if stop and cfg.on_lost_lease == "standby" else RESTARTED
@@ -331,6 +351,8 @@ def _plan_kwargs(cfg: FailoverBenchConfig) -> dict[str, Any]:
 
     return {
         "replicas": 3,
+        # The bench measures the scheduler's failover: no controller-manager load beside it.
+        "controller_managers": 0,
         "nodes": cfg.nodes,
         "rate": cfg.rate,
         "election": cfg.shape().election,
@@ -342,6 +364,7 @@ def _plan_kwargs(cfg: FailoverBenchConfig) -> dict[str, Any]:
         "scheduler_args": cfg.scheduler_args,
         "nodesim_args": ("--seed", str(cfg.seed)),
         "workload_args": ("--delete-after", f"{cfg.delete_after:g}s"),
+        "partition_proxies": cfg.fault == "zombie",
     }
 
 
@@ -456,7 +479,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=tuple(FAULTS),
         default=d.fault,
         help="kill: SIGKILL the leader; term: SIGTERM (it releases the lease); stop: SIGSTOP it "
-        "for leaseDuration + a margin, then SIGCONT (default kill)",
+        "for leaseDuration + a margin, then SIGCONT; zombie: hold its link to the API server back "
+        "(the partition proxy) for leaseDuration + 2 retryPeriods + 1 s while it keeps scheduling, "
+        "so its binds land after a successor holds the lease (default kill)",
     )
     election = add_election_flags(p)
     election.add_argument(
@@ -606,7 +631,12 @@ def _cli(args: argparse.Namespace) -> int:
         print(format_table(result))
     sys.stdout.flush()
     runs = [result["poll"], result["watch"]] if args.compare else [result]
-    return 1 if any(r["details"]["errors"] for r in runs) else 0
+    unsafe = [v for r in runs for v in r.get("safety_violations", [])]
+    for v in unsafe:
+        print(f"kse bench failover: SAFETY VIOLATION: {v}", file=sys.stderr)
+    if any(r["details"]["errors"] for r in runs):
+        return 1
+    return SAFETY_EXIT_CODE if unsafe else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

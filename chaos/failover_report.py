@@ -679,6 +679,9 @@ def analyze(
     result["double_binds"] = len(doubles)
     result["overcommitted_nodes"] = len(overcommitted)
     assert all(isinstance(result[k], int) for k in SAFETY_COUNTS)
+    # What must never happen, whatever the settings (with --fencing off it is the expected proof
+    # of what fencing prevents; the CLI exits 3 and says so).
+    result["safety_violations"] = [f"{result[n]} {n.replace('_', ' ')}" for n in MUST_BE_ZERO if result[n]]
     result["per_trial"] = per_trial
     outcomes = Counter(p["outcome"] for p in per_trial)
     takeable_by = Counter(p["takeable_by"] for p in failovers if p["takeable_by"])

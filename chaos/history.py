@@ -37,6 +37,8 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from chaos.etcd_history import ETCD_HISTORY_FILE, EtcdWrite, load_etcd_history
+from chaos.podtimeline import TIMELINE_FILE, PodStateRecord, read_timeline
 from kse.audit import AuditRecord, read_audit_log
 from kse.client.informer import LIST, HistoryRecord
 from kse.objects.meta import object_key  # re-exported (in __all__): the checkers' key
@@ -322,13 +324,22 @@ def write_snapshot(
     nodes: Iterable[pb.Node],
     *,
     created: Iterable[pb.Pod] = (),
+    pdbs: Iterable[pb.PodDisruptionBudget] = (),
+    deployments: Iterable[pb.Deployment] = (),
 ) -> None:
-    """Write the final state (and optionally every pod created during the run) as `final.json`."""
+    """Write the final state (and optionally every pod created during the run, the disruption
+    budgets and Deployments the drain invariants judge) as `final.json`."""
 
     def dump(objs: Iterable[Message]) -> list[dict[str, Any]]:
         return [json_format.MessageToDict(o) for o in objs]
 
-    data = {"pods": dump(pods), "nodes": dump(nodes), "created": dump(created)}
+    data = {
+        "pods": dump(pods),
+        "nodes": dump(nodes),
+        "created": dump(created),
+        "pdbs": dump(pdbs),
+        "deployments": dump(deployments),
+    }
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -343,6 +354,14 @@ def load_snapshot(path: Path | str) -> tuple[list[pb.Pod], list[pb.Node], list[p
         [to_node(o) for o in data.get("nodes", [])],
         [to_pod(o) for o in data.get("created", [])],
     )
+
+
+def load_workloads(path: Path | str) -> tuple[list[pb.PodDisruptionBudget], list[pb.Deployment]]:
+    """(pdbs, deployments) from a snapshot file (empty for a snapshot written before they were)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    pdbs = [_to_message(o, pb.PodDisruptionBudget) for o in data.get("pdbs", [])]
+    deployments = [_to_message(o, pb.Deployment) for o in data.get("deployments", [])]
+    return pdbs, deployments
 
 
 # ---------------------------------------------------------------- lease history
@@ -558,6 +577,13 @@ class History:
     pods: list[pb.Pod] | None = None
     nodes: list[pb.Node] | None = None
     created: list[pb.Pod] = field(default_factory=list)
+    # The drain invariants' inputs: the pods' availability timeline, the final budgets and
+    # Deployments, and the cordons (faults "cordon" / "uncordon" with detail["revision"]).
+    pod_states: list[PodStateRecord] = field(default_factory=list)
+    pdbs: list[pb.PodDisruptionBudget] = field(default_factory=list)
+    deployments: list[pb.Deployment] = field(default_factory=list)
+    # etcd's own history of the run (chaos.etcd_history): what audit_matches_etcd judges.
+    etcd_writes: list[EtcdWrite] = field(default_factory=list)
     _lease_history: LeaseHistory | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -577,12 +603,17 @@ class History:
         faults: Sequence[Path] = (),
         rpc_errors: Sequence[Path] = (),
         snapshot: Path | None = None,
+        timeline: Sequence[Path] = (),
+        etcd_history: Path | None = None,
     ) -> History:
         pods: list[pb.Pod] | None = None
         nodes: list[pb.Node] | None = None
         created: list[pb.Pod] = []
+        pdbs: list[pb.PodDisruptionBudget] = []
+        deployments: list[pb.Deployment] = []
         if snapshot is not None and snapshot.exists():
             pods, nodes, created = load_snapshot(snapshot)
+            pdbs, deployments = load_workloads(snapshot)
         audit_recs = [r for p in audit for r in read_audit_log(p)]
         audit_recs.sort(key=lambda r: r.ts)  # stable: file order within a log
         return cls(
@@ -593,6 +624,10 @@ class History:
             pods=pods,
             nodes=nodes,
             created=created,
+            pod_states=[r for p in timeline for r in read_timeline(p)],
+            pdbs=pdbs,
+            deployments=deployments,
+            etcd_writes=load_etcd_history(etcd_history) if etcd_history is not None else [],
         )
 
     @classmethod
@@ -605,6 +640,8 @@ class History:
             faults=[d / FAULTS_FILE] if (d / FAULTS_FILE).exists() else [],
             rpc_errors=sorted(d.glob(RPC_ERRORS_GLOB)),
             snapshot=d / SNAPSHOT_FILE,
+            timeline=[d / TIMELINE_FILE],
+            etcd_history=d / ETCD_HISTORY_FILE,
         )
 
     # -- derived views
@@ -617,6 +654,15 @@ class History:
             if r.code == "OK" and r.revision is not None and (resource is None or r.resource == resource)
         ]
         out.sort(key=lambda r: (r.revision or 0, r.ts))
+        return out
+
+    def cordons(self) -> list[tuple[str, str, int]]:
+        """(node, "cordon"|"uncordon", revision) of every cordon the nemesis recorded."""
+        out = []
+        for f in self.faults:
+            rev = f.detail.get("revision")
+            if f.fault in ("cordon", "uncordon") and isinstance(rev, int):
+                out.append((f.target, f.fault, rev))
         return out
 
     def lease_history(self) -> LeaseHistory:

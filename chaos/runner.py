@@ -252,11 +252,39 @@ async def drive_cluster(cluster: Cluster, drive: Drive, chaos_dir: Path, *, leas
                 young_s=0.0,
                 audit_logs=cluster.audit_logs,
             )
+            await _keep_etcd_history(cluster, chaos_dir, drive.say)
     except ApiError as e:
         raise RunError(f"the final snapshot failed: {e}") from e
     except UpError as e:
         raise RunError(str(e)) from e
     return load_history(cluster.audit_logs, chaos_dir, plan.run_dir, since=None)
+
+
+async def _keep_etcd_history(cluster: Cluster, chaos_dir: Path, say: Callable[[str], None]) -> None:
+    """Read etcd's own history of the run into chaos_dir (chaos.etcd_history); a failure is said,
+    and the audit_matches_etcd check then skips."""
+    from certs.layout import APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
+    from chaos.etcd_history import ETCD_HISTORY_FILE, read_etcd_history, write_etcd_history
+    from kse.etcdclient import EtcdError, EtcdTLS
+
+    plan = cluster.plan
+    if cluster.etcd is None or cluster.pki is None:
+        return
+    pki = cluster.pki.dir
+    tls = (
+        EtcdTLS(
+            ca_bundle_path(pki), cert_path(pki, APISERVER_ETCD_CLIENT), key_path(pki, APISERVER_ETCD_CLIENT)
+        )
+        if plan.etcd_tls
+        else None
+    )
+    try:
+        writes = await read_etcd_history(list(cluster.etcd.endpoints), tls, plan.prefix)
+    except (EtcdError, TimeoutError, OSError) as e:
+        say(f"etcd history not read ({e}); audit_matches_etcd will skip")
+        return
+    await asyncio.to_thread(write_etcd_history, chaos_dir / ETCD_HISTORY_FILE, writes)
+    say(f"etcd history: {len(writes)} events")
 
 
 def _check(
@@ -277,7 +305,9 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
     """The run's history: the audit log(s), the run dir's faults, watch deliveries and snapshot, and
     the clients' rpc-errors files (those in the cluster's run dir and the runner's own; attached,
     only errors from `since` on: the files live as long as the cluster)."""
+    from chaos.etcd_history import ETCD_HISTORY_FILE
     from chaos.history import FAULTS_FILE, RPC_ERRORS_GLOB, SNAPSHOT_FILE, WATCH_GLOB, History
+    from chaos.podtimeline import TIMELINE_FILE
 
     history = History.from_files(
         audit=[p for p in audit if p.exists()],
@@ -285,6 +315,8 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
         faults=[chaos_dir / FAULTS_FILE] if (chaos_dir / FAULTS_FILE).exists() else [],
         rpc_errors=sorted({*rpc_dir.glob(RPC_ERRORS_GLOB), *chaos_dir.glob(RPC_ERRORS_GLOB)}),
         snapshot=chaos_dir / SNAPSHOT_FILE,
+        timeline=[chaos_dir / TIMELINE_FILE],
+        etcd_history=chaos_dir / ETCD_HISTORY_FILE,
     )
     if since is not None:
         history.rpc_errors = [e for e in history.rpc_errors if e.ts >= since]
@@ -401,6 +433,7 @@ class Drive:
         from chaos.audit_tail import AuditTail
         from chaos.history import FAULTS_FILE, SNAPSHOT_FILE, JsonlWriter, WatchRecorder, write_snapshot
         from chaos.nemesis import Nemesis, NemesisError
+        from chaos.podtimeline import TIMELINE_FILE, PodTimelineRecorder
         from chaos.waits import Waits
         from kse.client.channel import channel_source_from_connection
         from kse.client.clientset import Clientset
@@ -416,10 +449,12 @@ class Drive:
         clientset = Clientset(source, qps=0, burst=1000, user_agent="kse-chaos")
         faults = JsonlWriter(chaos_dir / FAULTS_FILE)
         recorder = WatchRecorder(chaos_dir / WATCH_FILE, "chaos-runner")
+        timeline = PodTimelineRecorder(chaos_dir / TIMELINE_FILE)
         try:
             factory = InformerFactory(clientset, history=recorder)
             pods = factory.informer_for(clientset.pods)
             pods.add_event_handler(self._added, None, None)
+            pods.add_event_handler(timeline.on_add, timeline.on_update, timeline.on_delete)
             nemesis = Nemesis(
                 backend,
                 clientset,
@@ -453,10 +488,20 @@ class Drive:
                     young_s=young_s,
                     say=self.say,
                 )
-            write_snapshot(chaos_dir / SNAPSHOT_FILE, final_pods, nodes, created=self.created.values())
+                pdbs = (await clientset.pod_disruption_budgets.list_all("")).items
+                deployments = (await clientset.deployments.list_all("")).items
+            write_snapshot(
+                chaos_dir / SNAPSHOT_FILE,
+                final_pods,
+                nodes,
+                created=self.created.values(),
+                pdbs=pdbs,
+                deployments=deployments,
+            )
         finally:
             faults.close()
             recorder.close()
+            timeline.close()
             with contextlib.suppress(Exception):
                 await source.close()
             errors_log.close()
@@ -520,6 +565,7 @@ async def _run_schedule(
             for spec in schedule:
                 tg.create_task(one(spec), name=f"fault-{spec.describe()}")
             await asyncio.sleep(duration)
+
 
 # ---------------------------------------------------------------------------------------------- attached
 

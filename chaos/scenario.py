@@ -111,7 +111,7 @@ __all__ = [
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 
-PARTITION_MODES: tuple[str, ...] = ("blackhole", "delay", "loss")
+PARTITION_MODES: tuple[str, ...] = ("blackhole", "delay", "delay-up", "loss")
 # What a window fault (stop, partition) may wait for before it ends, beyond its duration.
 UNTIL: tuple[str, ...] = ("new-leader",)
 FAULTS: tuple[str, ...] = (
@@ -142,8 +142,16 @@ CHECKS: tuple[str, ...] = (
     "no_stale_writes",
     "watch_integrity",
     "no_rotation_rpc_errors",
+    # the drain invariants (chaos.checker.drain_invariants)
+    "no_pdb_violation",
+    "evictions_within_budget",
+    "replacements_bound_once",
+    "no_bind_to_cordoned",
+    "deployments_restored",
+    # the audit log against etcd's own history (chaos.checker.etcd_invariants)
+    "audit_matches_etcd",
 )
-DEFAULT_CHECKS: tuple[str, ...] = CHECKS[:5]
+DEFAULT_CHECKS: tuple[str, ...] = (*CHECKS[:5], "audit_matches_etcd")
 
 # --short: what CI runs.
 SHORT_LEASE = (2.0, 1.5, 0.5)  # lease duration, renew deadline, retry period
@@ -187,7 +195,8 @@ class FaultSpec:
     offset: float | None = None
     rate: float | None = None
     heal_after: float | None = None
-    # partition's: "blackhole" (default), "delay" (every byte `delay` s late) or "loss" (a fraction
+    # partition's: "blackhole" (default), "delay" (every byte `delay` s late), "delay-up" (only the
+    # bytes towards the API server: the zombie leader) or "loss" (a fraction
     # `loss` of the segments lost and retransmitted, see harness.proxy)
     mode: str | None = None
     delay: float | None = None
@@ -321,7 +330,8 @@ class Scenario:
         """Scaled down for CI: a 2 s lease (1.5 s renew deadline, 0.5 s retry), at most 5 nodes and
         5 pods/s, and the run shortened by the lease's ratio (clamped to 10-20 s). Fault times and
         `every` scale with the run; fault durations with the lease, so a pause that outlasts the
-        lease still does, and so does expire-cert's `heal_after`. Not scaled: rotate-leaf and
+        lease still does, and so does expire-cert's `heal_after` and a delay-up partition's `delay`
+        (a zombie's writes must still land after the lease). Not scaled: rotate-leaf and
         rotate-ca steps (bound by the ~1 s it takes processes to reload files, not by the lease),
         expire-cert's remaining life, and clock-skew's offset and rate; a clock-skew `duration`
         scales with the run."""
@@ -346,8 +356,15 @@ class Scenario:
             heal = f.heal_after
             if heal is not None:
                 heal = round(max(heal * lease_f, SHORT_LEASE[0] + 1.0), 3)
+            delay = f.delay
+            if delay is not None and f.mode == "delay-up":
+                delay = round(max(delay * lease_f, 0.1), 3)  # a zombie's delay outlasts the lease
             return replace(
-                f, at=None if f.at is None else round(f.at * time_f, 3), duration=d, heal_after=heal
+                f,
+                at=None if f.at is None else round(f.at * time_f, 3),
+                duration=d,
+                heal_after=heal,
+                delay=delay,
             )
 
         rnd = None
@@ -659,10 +676,13 @@ def _parse_partition_mode(f: _Fields, fault: str) -> tuple[str | None, float | N
         if loss > 1:
             f.fail("loss", f"a fraction of the segments, in (0, 1], got {loss:g}")
     if mode == "blackhole" and (delay is not None or loss is not None):
-        f.fail("mode", "a blackhole partition forwards nothing: `delay` and `loss` need mode delay or loss")
-    if mode == "delay" and delay is None:
+        f.fail(
+            "mode",
+            "a blackhole partition forwards nothing: `delay` and `loss` need mode delay, delay-up or loss",
+        )
+    if mode in ("delay", "delay-up") and delay is None:
         f.fail("delay", "a delay partition needs `delay` (seconds each byte is held back, e.g. 0.2)")
-    if mode == "delay" and loss is not None:
+    if mode in ("delay", "delay-up") and loss is not None:
         f.fail("loss", "`loss` goes with mode loss")
     if mode == "loss" and loss is None:
         f.fail("loss", "a loss partition needs `loss` (the fraction of segments lost, e.g. 0.3)")

@@ -106,6 +106,13 @@ def _add_apiserver(sub: SubParsers) -> None:
         metavar="N",
         help=f"HTTP LISTs timed, http_list_ms_p50 is their median (default {d.list_repeats})",
     )
+    p.add_argument(
+        "--apiserver-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="pass ARG to the API server (repeatable; e.g. --apiserver-arg=--no-gc-freeze to compare)",
+    )
     _common_flags(p)
     p.set_defaults(func=_run_apiserver)
 
@@ -124,6 +131,7 @@ def _run_apiserver(args: argparse.Namespace) -> int:
             list_pods=args.list_pods,
             list_repeats=args.list_repeats,
             keep=args.keep,
+            apiserver_args=tuple(args.apiserver_arg),
         )
     except ValueError as e:
         print(f"kse bench apiserver: error: {e}", file=sys.stderr)
@@ -161,10 +169,17 @@ def _add_failover(sub: SubParsers) -> None:
     register(sub)
 
 
+def _add_image_locality(sub: SubParsers) -> None:
+    from harness.bench.image_locality import register
+
+    register(sub)
+
+
 BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_apiserver,
     _add_throughput,
     _add_failover,
+    _add_image_locality,
 )
 
 

@@ -78,6 +78,12 @@ def _chaos() -> ModuleType:
     return chaos.cli
 
 
+def _extender_sample() -> ModuleType:
+    import scheduler.extender.sample
+
+    return scheduler.extender.sample
+
+
 def _health() -> ModuleType:
     import cli.health_cmd
 
@@ -100,6 +106,9 @@ COMPONENTS: dict[str, Component] = {
     "nodesim": Component(_nodesim, "run simulated kubelets"),
     "workload": Component(_workload, "create pods at a rate"),
     "chaos": Component(_chaos, "fault injection scenarios"),
+    "extender-sample": Component(
+        _extender_sample, "run a sample scheduler extender (filter/prioritize/bind)"
+    ),
     # A probe docker runs every few seconds: dispatched like a component so it imports nothing else.
     "health": Component(_health, "probe the API server (gRPC health over mTLS) or an HTTP /healthz"),
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 from controllers.base import ControllerFactory
 from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
+from controllers.disruption import DisruptionController
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
 from controllers.replicaset import ReplicaSetController
@@ -18,6 +19,7 @@ from controllers.tainteviction import TaintEvictionController
 CONTROLLERS: dict[str, ControllerFactory] = {
     "replicaset": ReplicaSetController,
     "deployment": DeploymentController,
+    "disruption": DisruptionController,
     DaemonSetController.name: DaemonSetController,
     NodeLifecycleController.name: NodeLifecycleController,
     PodGCController.name: PodGCController,

@@ -10,6 +10,10 @@ its `tls_server_name`). Three ways to hurt the link, each until `heal()`:
   lost bytes and cannot resume) so the client reconnects, and forwards new connections again.
 * `partition("delay", delay=S)`: every chunk read is forwarded S seconds after it arrived, in
   order, in both directions (a long, fat pipe: latency, not a bandwidth cap).
+* `partition("delay-up", delay=S)`: the same, towards the server only; answers come back at once.
+  A client then keeps acting on fresh information while everything it sends lands S seconds late:
+  a leader whose writes are in flight across its own lease expiry (the zombie leader that fencing
+  exists for).
 * `partition("loss", loss=P)`: what TCP makes of losing a fraction P of the segments. A proxy above
   TCP cannot drop bytes without corrupting the stream, so each chunk is, with probability P, held
   back for a retransmission timeout (`RTO_S`, doubling for each further loss in a row, up to
@@ -37,7 +41,7 @@ __all__ = ["MODES", "PartitionProxy"]
 log = logging.getLogger(__name__)
 
 CHUNK = 65536
-MODES = ("blackhole", "delay", "loss")
+MODES = ("blackhole", "delay", "delay-up", "loss")
 RTO_S = 0.2  # Linux's minimum TCP retransmission timeout (TCP_RTO_MIN)
 RTO_MAX_S = 3.2  # cap of the doubling here (TCP's own cap is 120 s; a run is shorter than that)
 
@@ -61,6 +65,7 @@ class PartitionProxy:
         self.host = host
         self.partitioned = False  # black-holed
         self.delay = 0.0  # mode "delay": seconds every chunk is held back
+        self.delay_upstream_only = False  # mode "delay-up": only chunks towards the server
         self.loss = 0.0  # mode "loss": the probability a chunk is "lost" (retransmitted late)
         self.rng = random.Random(seed)
         self._server: asyncio.Server | None = None
@@ -99,7 +104,7 @@ class PartitionProxy:
         if self.partitioned:
             return "blackhole"
         if self.delay:
-            return "delay"
+            return "delay-up" if self.delay_upstream_only else "delay"
         if self.loss:
             return "loss"
         return None
@@ -109,7 +114,7 @@ class PartitionProxy:
         `delay` s; or (mode "loss") lose a fraction `loss` of the chunks (module doc)."""
         if mode not in MODES:
             raise ValueError(f"partition mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if mode == "delay" and not delay > 0:
+        if mode in ("delay", "delay-up") and not delay > 0:
             raise ValueError(f"a delay partition needs delay > 0, got {delay!r}")
         if mode == "loss" and not 0 < loss <= 1:
             raise ValueError(f"a loss partition needs 0 < loss <= 1, got {loss!r}")
@@ -118,14 +123,16 @@ class PartitionProxy:
             self.partitioned = True
             for link in self._links:
                 link.cut = True
-        elif mode == "delay":
+        elif mode in ("delay", "delay-up"):
             self.delay = delay
+            self.delay_upstream_only = mode == "delay-up"
         else:
             self.loss = loss
 
     def heal(self) -> None:
         """Forward normally again; black-holed connections are dropped (the client reconnects)."""
         self.delay = self.loss = 0.0
+        self.delay_upstream_only = False
         if not self.partitioned:
             return
         self.partitioned = False
@@ -148,8 +155,8 @@ class PartitionProxy:
             except OSError:
                 return
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._pipe(reader, link.up, link))
-                tg.create_task(self._pipe(up_reader, writer, link))
+                tg.create_task(self._pipe(reader, link.up, link, upstream=True))
+                tg.create_task(self._pipe(up_reader, writer, link, upstream=False))
         except (OSError, ExceptionGroup):
             pass
         finally:
@@ -163,15 +170,17 @@ class PartitionProxy:
             while await reader.read(CHUNK):
                 pass
 
-    def _hold(self, losses_in_a_row: int) -> tuple[float, int]:
+    def _hold(self, losses_in_a_row: int, upstream: bool) -> tuple[float, int]:
         """How long to hold the next chunk back, and the new count of losses in a row."""
-        if self.delay:
+        if self.delay and (upstream or not self.delay_upstream_only):
             return self.delay, 0
         if self.loss and self.rng.random() < self.loss:
             return min(RTO_MAX_S, RTO_S * 2**losses_in_a_row), losses_in_a_row + 1
         return 0.0, 0
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link) -> None:
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link, *, upstream: bool
+    ) -> None:
         """Forward one direction. Plain forwarding writes at once; a chunk held back (delay, loss)
         goes through a queue with its release time, so reading goes on meanwhile and the order of
         the bytes is kept (nothing overtakes a held chunk)."""
@@ -189,13 +198,13 @@ class PartitionProxy:
                     await asyncio.sleep(max(0.0, at - loop.time()))
                     writer.write(chunk)
                     await writer.drain()
-            link.close()
+            writer.close()
 
         try:
             while data := await reader.read(CHUNK):
                 if link.cut:
                     continue  # dropped on the floor
-                hold, losses = self._hold(losses)
+                hold, losses = self._hold(losses, upstream)
                 now = loop.time()
                 if not hold and release <= now and queue.empty():
                     writer.write(data)
@@ -205,11 +214,14 @@ class PartitionProxy:
                 if sender is None or sender.done():
                     sender = senders.spawn(send(), name="proxy-delayed-send")
                 queue.put_nowait((release, data))
+        except OSError:
+            pass  # the sending side went away (a reset): what it sent before still goes through
+        finally:
             if sender is not None and not sender.done():
                 queue.put_nowait(None)
-                await sender
-        except OSError:
-            pass
-        finally:
-            await senders.aclose()  # cancels a sender still holding delayed chunks
-            link.close()
+                with contextlib.suppress(OSError):
+                    await sender
+            await senders.aclose()  # on cancellation: a sender still holding delayed chunks
+            # This direction only: bytes already on their way the other way still arrive, late, as
+            # packets in flight do when their sender dies (a zombie's writes land after it exited).
+            writer.close()

@@ -2,6 +2,10 @@
 ``kse scheduler`` and ``kse controller-manager`` (upstream serves them on ``--secure-port``; kse
 serves plain HTTP on ``--metrics-bind-address``).
 
+With ``pprof`` (``--profiling``, the default) it also serves ``/debug/pprof/`` (``kse.pprof``):
+CPU profiles of the live process, every thread's and task's stack, the heap by type and, with
+``--contention-profiling``, what blocks the event loop.
+
 Health endpoints answer as Kubernetes components do (``k8s.io/apiserver/pkg/server/healthz``):
 200 ``ok`` when every check passes; otherwise 500 with one ``[+]name ok`` / ``[-]name failed:
 reason withheld`` line per check and ``<endpoint> check failed``. ``?verbose`` lists the checks
@@ -21,6 +25,7 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
+from kse.pprof import Pprof
 from kse.scrape import parse_address
 
 __all__ = ["CONTENT_TYPE", "Check", "HealthServer", "parse_address", "ping"]
@@ -50,11 +55,13 @@ class HealthServer:
         healthz: Mapping[str, Check] | None = None,
         readyz: Mapping[str, Check] | None = None,
         metrics: Callable[[], str] | None = None,
+        pprof: Pprof | None = None,
     ) -> None:
         self._host, self._port = parse_address(address)
         self._healthz = {"ping": ping, **(healthz or {})}
         self._readyz = {"ping": ping, **(readyz or {})}
         self._metrics = metrics
+        self._pprof = pprof
         self._runner: web.AppRunner | None = None
         self.address = ""
 
@@ -75,7 +82,11 @@ class HealthServer:
         if host in ("0.0.0.0", "::"):
             host = "127.0.0.1"
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        log.info("serving /healthz, /readyz and /metrics on http://%s", self.address)
+        log.info(
+            "serving /healthz, /readyz and /metrics%s on http://%s",
+            " and /debug/pprof/" if self._pprof is not None else "",
+            self.address,
+        )
         return self
 
     async def __aexit__(
@@ -86,11 +97,16 @@ class HealthServer:
             await runner.cleanup()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        status, body, ctype = self._route(request.method, request.path, request.query_string)
+        data: bytes
+        if self._pprof is not None and self._pprof.handles(request.path):
+            status, data, ctype = await self._pprof.answer(request.method, request.path, request.query_string)
+        else:
+            status, body, ctype = self._route(request.method, request.path, request.query_string)
+            data = body.encode()
         # aiohttp sends no body for HEAD but keeps the Content-Length of the GET.
         return web.Response(
             status=status,
-            body=body.encode(),
+            body=data,
             headers={"Content-Type": ctype, "X-Content-Type-Options": "nosniff"},
         )
 

@@ -73,6 +73,15 @@ def fraction(text: str) -> float:
     return value
 
 
+def boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "t", "1", "yes"):
+        return True
+    if value in ("false", "f", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def byte_size(text: str) -> int:
     from nodesim.template import TemplateError, parse_size
 
@@ -165,6 +174,39 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="size of an image not in --images (default 100Mi)",
     )
+    reg = p.add_argument_group(
+        "registry pull model (on with --registry-bandwidth or --serialize-image-pulls=false)"
+    )
+    reg.add_argument(
+        "--registry-bandwidth",
+        type=byte_size,
+        default=0,
+        metavar="SIZE",
+        help="bytes per second the registry serves to all nodes together, shared max-min fairly "
+        "among the pulls in flight (default 0: no shared limit, and the per-node model)",
+    )
+    reg.add_argument(
+        "--serialize-image-pulls",
+        type=boolean,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="BOOL",
+        help="pull one image at a time per node (default true, as kubelet); false: in parallel",
+    )
+    reg.add_argument(
+        "--always-pull-check",
+        action=DurationFlag,
+        default=0.1,
+        metavar="DURATION",
+        help="cost of imagePullPolicy Always on an image already present (default 100ms)",
+    )
+    img.add_argument(
+        "--pre-pull-events",
+        action="store_true",
+        help="watch Events and pull what PrePullImages events ask of our nodes "
+        "(the ImagePrePull sample Permit plugin's requests)",
+    )
     kub = p.add_argument_group("kubelet behaviour")
     kub.add_argument(
         "--heartbeat-interval",
@@ -194,6 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         metavar="DURATION",
         help="changed node status (images) is written at most this often per node (default 1s)",
+    )
+    kub.add_argument(
+        "--termination-delay",
+        action=DurationFlag,
+        default=None,
+        metavar="DURATION",
+        help="how long a pod being deleted takes to stop: min(its grace period, this) "
+        "(default: the grace period, as containers that ignore SIGTERM)",
     )
     kub.add_argument(
         "--delete-nodes-on-exit",
@@ -229,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ready-file", type=Path, help='written once every node is registered: {"nodes": N, "pid": N}'
+    )
+    p.add_argument(
+        "--stats-file",
+        type=Path,
+        help="written on exit: the simulator's counters as one JSON object (bytes_pulled, ...)",
     )
     p.add_argument(
         "--stats-interval",
@@ -281,12 +336,17 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> ob
             node_status_batch_interval=args.node_status_batch_interval,
             default_image_size=args.default_image_size,
             image_pull_bandwidth=float(args.image_pull_bandwidth),
+            registry_bandwidth=float(args.registry_bandwidth),
+            serialize_image_pulls=args.serialize_image_pulls,
+            always_pull_check_s=args.always_pull_check,
+            pre_pull_events=args.pre_pull_events,
             register_concurrency=args.concurrency,
             write_concurrency=args.concurrency,
             heartbeat_concurrency=args.concurrency,
             heartbeat_qps=args.heartbeat_qps,
             delete_nodes_on_exit=args.delete_nodes_on_exit,
             stats_interval=args.stats_interval,
+            termination_delay=args.termination_delay,
         )
     except (TemplateError, ValueError, OSError) as e:
         p.error(str(e))
@@ -380,6 +440,8 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
                     log.error("the API server refused the simulator: %s", e.kubectl_message())
                     return 1
                 log.info("stopped; %s", json.dumps(sim.stats.as_dict()))
+                if args.stats_file is not None:
+                    write_atomic(args.stats_file, json.dumps(sim.stats.as_dict()) + "\n")
                 return 0
 
 

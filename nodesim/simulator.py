@@ -22,12 +22,17 @@ What one process does for N nodes, and what it costs the API server:
   batch, never one per pod.
 * **Pods**: ONE informer over pods with `spec.nodeName!=` for all nodes (never a watch per node).
   A newly bound pod of ours waits for its image pulls (`nodesim.images`: serial pulls at
-  `image_pull_bandwidth`), then gets its Running status (`SimNode.running_status`) through
-  pods/status, with the pod's resourceVersion as precondition (on conflict: re-read, check it is
-  still the same pod on the same node, retry). Pulled images join the node's `status.images`. A pod
-  with a deletionTimestamp is finalised by deleting it (uid precondition), as a kubelet does after
-  termination; a deleted pod leaves the bookkeeping and frees its IP. Pods found already Running
-  (a restart) are adopted, not restarted.
+  `image_pull_bandwidth`; or, with `registry_bandwidth` set or parallel pulls, the fleet-wide
+  `nodesim.pullmodel` with the pull policies of `nodesim.pullpolicy`), then gets its Running
+  status (`SimNode.running_status`) through pods/status, with the pod's resourceVersion as
+  precondition (on conflict: re-read, check it is still the same pod on the same node, retry).
+  Pulled images join the node's `status.images`. A pod with a deletionTimestamp (a graceful
+  delete) is stopped: its containers report not ready, and after min(deletionGracePeriodSeconds,
+  `termination_delay`) it is deleted with grace 0 and its uid as precondition, as a kubelet does
+  once the pod has terminated (`_terminate`); a deleted pod leaves the bookkeeping and frees its IP.
+  Pods found already Running (a restart) are adopted, not restarted. With `pre_pull_events`, an
+  informer over Events pulls what `PrePullImages` events ask of our nodes (`kse.objects.prepull`),
+  for no pod.
 
 * **Node status as the kubelet keeps it**: ONE informer over nodes; when the stored Ready condition
   of a running node of ours is not True (the node lifecycle controller marked it Unknown while
@@ -69,8 +74,9 @@ from kse.client.errors import (
 from kse.client.informer import Informer
 from kse.client.ratelimit import TokenBucketRateLimiter
 from kse.objects.meta import object_key
+from kse.objects.prepull import REASON_PRE_PULL, parse_pre_pull_message
 from kse.tasks import TaskSet
-from nodesim.images import pod_images
+from nodesim.images import normalize_image, pod_images
 from nodesim.kubelet import (
     DEFAULT_LEASE_DURATION_S,
     NODE_LEASE_NAMESPACE,
@@ -79,9 +85,12 @@ from nodesim.kubelet import (
     STARTING,
     TERMINAL,
     TERMINAL_PHASES,
+    TERMINATING,
     PodRecord,
     SimNode,
 )
+from nodesim.pullmodel import PullEngine
+from nodesim.pullpolicy import plan_images
 from nodesim.template import LABEL_HOSTNAME, LABEL_OS, LABEL_REGION, LABEL_ZONE, FleetConfig, expand_fleet
 from nodesim.timers import TimerHeap, WorkerPool
 from proto import kse_pb2 as pb
@@ -111,22 +120,40 @@ class NodeSimConfig:
     image_sizes: Mapping[str, int] = field(default_factory=dict)  # known sizes, normalized names
     default_image_size: int = 100 * MiB
     image_pull_bandwidth: float = 100.0 * MiB  # bytes/s per node; 0: pulls are instant
+    # The registry pull model (nodesim.pullmodel), on when either is set: a registry shared by all
+    # nodes (bytes/s; 0: no shared limit), parallel pulls per node, and the pull policies.
+    registry_bandwidth: float = 0.0
+    serialize_image_pulls: bool = True  # kubelet's serializeImagePulls (default true)
+    always_pull_check_s: float = 0.1  # imagePullPolicy Always on a present image: a manifest check
+    pre_pull_events: bool = False  # pull what PrePullImages events ask for (kse.objects.prepull)
     register_concurrency: int = 64
     write_concurrency: int = 64
     heartbeat_concurrency: int = 64
     heartbeat_qps: float = 0.0  # the heartbeat client's limit; 0: none (kubelet's heartbeat client)
     delete_nodes_on_exit: bool = False
     stats_interval: float = 30.0  # log a stats line this often; 0: never
+    # A pod being deleted stops after min(its deletionGracePeriodSeconds, this) s (None: the grace
+    # period, as containers that only exit when killed), then is deleted with grace 0.
+    termination_delay: float | None = None
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval <= 0:
             raise ValueError(f"heartbeat interval must be > 0, got {self.heartbeat_interval}")
+        if self.termination_delay is not None and self.termination_delay < 0:
+            raise ValueError(f"termination delay must be >= 0, got {self.termination_delay}")
         if self.lease_duration_seconds <= 0:
             raise ValueError(f"lease duration must be > 0, got {self.lease_duration_seconds}")
         if self.node_status_report_interval <= 0 or self.node_status_batch_interval <= 0:
             raise ValueError("node status intervals must be > 0")
         if min(self.register_concurrency, self.write_concurrency, self.heartbeat_concurrency) < 1:
             raise ValueError("concurrency limits must be >= 1")
+        if self.registry_bandwidth < 0 or self.image_pull_bandwidth < 0 or self.always_pull_check_s < 0:
+            raise ValueError("bandwidths and the Always check must be >= 0")
+
+    @property
+    def registry_model(self) -> bool:
+        """Whether pulls go through the fleet-wide registry model instead of per-node arithmetic."""
+        return self.registry_bandwidth > 0 or not self.serialize_image_pulls
 
     def sizes(self) -> dict[str, int]:
         """Every image size known: the given ones and those of the initial caches."""
@@ -152,6 +179,9 @@ class SimStats:
     pod_status_conflicts: int = 0
     pod_start_failures: int = 0
     images_pulled: int = 0
+    bytes_pulled: int = 0
+    pre_pull_requests: int = 0
+    pods_waiting_never_pull: int = 0  # pods whose image is absent with imagePullPolicy Never
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -194,6 +224,17 @@ class NodeSimulator:
         self._writes = WorkerPool(self.config.write_concurrency, name="nodesim-writes")
         self._beats = WorkerPool(self.config.heartbeat_concurrency, name="nodesim-heartbeats")
         self._pulling: set[SimNode] = set()
+        self._engine: PullEngine | None = None
+        if self.config.registry_model:
+            self._engine = PullEngine(
+                self.config.image_pull_bandwidth,
+                self.config.registry_bandwidth,
+                serialize=self.config.serialize_image_pulls,
+            )
+        self._engine_gen = 0
+        self.events_informer: Informer[pb.Event] | None = None
+        if self.config.pre_pull_events:
+            self.events_informer = Informer(clientset.events, name="nodesim-prepull-events")
         self._status_inflight: set[str] = set()
         self._last_status_write: dict[str, float] = {}
         self._registered: asyncio.Event | None = None
@@ -261,6 +302,9 @@ class NodeSimulator:
         tasks.append(tg.create_task(self.informer.run(), name="nodesim-pod-informer"))
         self.node_informer.add_event_handler(self._on_node, lambda old, new: self._on_node(new), None)
         tasks.append(tg.create_task(self.node_informer.run(), name="nodesim-node-informer"))
+        if self.events_informer is not None:
+            self.events_informer.add_event_handler(self._on_event, lambda _old, new: self._on_event(new))
+            tasks.append(tg.create_task(self.events_informer.run(), name="nodesim-prepull-events"))
         tasks.append(tg.create_task(self._flush_loop(), name="nodesim-status-flush"))
         if self.config.stats_interval > 0:
             tasks.append(tg.create_task(self._stats_loop(), name="nodesim-stats"))
@@ -480,8 +524,7 @@ class NodeSimulator:
             for node in list(self._pulling):
                 pulled = node.cache.settle(now)
                 if pulled:
-                    self.stats.images_pulled += len(pulled)
-                    node.status_dirty = True
+                    self._count_pulled(node, pulled)
                 if not node.cache.pulling:
                     self._pulling.discard(node)
             for node in self._order:
@@ -527,9 +570,7 @@ class NodeSimulator:
             if rec is None:
                 rec = PodRecord(meta.namespace, meta.name, meta.uid, TERMINAL, self._wall())
                 node.pods[key] = rec
-            if not rec.finalizing:
-                rec.finalizing = True
-                self._writes.submit(functools.partial(self._finalize, rec))
+            self._terminate(node, rec, pod)
             return
         if rec is not None:
             if rec.state == RUNNING and _not_ready(pod) and pod.status.phase == "Running":
@@ -549,6 +590,9 @@ class NodeSimulator:
             return
         loop_now = asyncio.get_running_loop().time()
         images = tuple(pod_images(pod))
+        if self._engine is not None:
+            self._observe_registry_model(node, pod, key, now, loop_now)
+            return
         ready_at, started = node.cache.plan_pull(
             images, loop_now, self._sizes, self.config.default_image_size, self.config.image_pull_bandwidth
         )
@@ -557,6 +601,108 @@ class NodeSimulator:
         rec = PodRecord(meta.namespace, meta.name, meta.uid, PULLING, now, start_at=ready_at, images=images)
         node.pods[key] = rec
         self._timers.push(ready_at, functools.partial(self._start_due, node, rec))
+
+    # ------------------------------------------------------------------ pods: the registry pull model
+
+    def _count_pulled(self, node: SimNode, names: list[str]) -> None:
+        self.stats.images_pulled += len(names)
+        self.stats.bytes_pulled += sum(node.cache.images.get(n, 0) for n in names)
+        node.status_dirty = True
+
+    def _image_size(self, name: str) -> int:
+        return self._sizes.get(name, self.config.default_image_size)
+
+    def _observe_registry_model(
+        self, node: SimNode, pod: pb.Pod, key: str, now: float, loop_now: float
+    ) -> None:
+        """A newly bound pod under the registry model: its pull policies decide what is pulled
+        (`nodesim.pullpolicy`); it starts once the last awaited image has arrived."""
+        assert self._engine is not None
+        self._engine_tick()
+        meta = pod.metadata
+        plan = plan_images(pod, node.cache.images)
+        rec = PodRecord(meta.namespace, meta.name, meta.uid, PULLING, now, images=tuple(pod_images(pod)))
+        rec.not_before = loop_now + (self.config.always_pull_check_s if plan.always_checks else 0.0)
+        for name in plan.to_pull:
+            self._engine.request(node.name, name, self._image_size(name), loop_now)
+            rec.waiting.add(name)
+        if plan.never_missing:
+            # As the kubelet: ErrImageNeverPull until the image turns up (another pod's pull, a
+            # pre-pull); the pod stays Pending meanwhile.
+            self.stats.pods_waiting_never_pull += 1
+            log.info(
+                "pod %s on %s: image %s is not present with pull policy of Never",
+                key,
+                node.name,
+                ", ".join(plan.never_missing),
+            )
+            rec.waiting.update(plan.never_missing)
+        node.pods[key] = rec
+        if rec.waiting:
+            self._engine_kick()
+        else:
+            self._timers.push(rec.not_before, functools.partial(self._start_due, node, rec))
+
+    def _pre_pull(self, node: SimNode, images: list[str]) -> None:
+        """Pull `images` on `node` for no pod (a PrePullImages event asked)."""
+        loop_now = asyncio.get_running_loop().time()
+        if self._engine is not None:
+            self._engine_tick()
+            for name in images:
+                if name not in node.cache.images:
+                    self._engine.request(node.name, name, self._image_size(name), loop_now)
+            self._engine_kick()
+            return
+        _, started = node.cache.plan_pull(
+            images, loop_now, self._sizes, self.config.default_image_size, self.config.image_pull_bandwidth
+        )
+        if started:
+            self._pulling.add(node)
+
+    def _on_event(self, event: pb.Event) -> None:
+        if event.reason != REASON_PRE_PULL:
+            return
+        parsed = parse_pre_pull_message(event.message)
+        if parsed is None:
+            return
+        node = self.nodes.get(parsed[0])
+        if node is None or node.lost:
+            return
+        self.stats.pre_pull_requests += 1
+        self._pre_pull(node, [normalize_image(i) for i in parsed[1]])
+
+    def _engine_kick(self) -> None:
+        """Arm one timer for the engine's next completion (earlier timers become stale)."""
+        assert self._engine is not None
+        due = self._engine.next_completion()
+        if due is None:
+            return
+        self._engine_gen += 1
+        gen = self._engine_gen
+        self._timers.push(due, functools.partial(self._engine_due, gen))
+
+    def _engine_due(self, gen: int) -> None:
+        if gen == self._engine_gen and not self._stopping:
+            self._engine_tick()
+            self._engine_kick()
+
+    def _engine_tick(self) -> None:
+        """Advance the engine to now: finished pulls join their node's cache, and pods no longer
+        waiting for anything get their start."""
+        assert self._engine is not None
+        loop_now = asyncio.get_running_loop().time()
+        for pull in self._engine.advance(loop_now):
+            node = self.nodes[pull.node]
+            node.cache.images[pull.image] = pull.size
+            node.status_dirty = True
+            self.stats.images_pulled += 1
+            self.stats.bytes_pulled += pull.size
+            for rec in node.pods.values():
+                if rec.state == PULLING and pull.image in rec.waiting:
+                    rec.waiting.discard(pull.image)
+                    if not rec.waiting:
+                        at = max(loop_now, rec.not_before)
+                        self._timers.push(at, functools.partial(self._start_due, node, rec))
 
     def _adopt(self, node: SimNode, pod: pb.Pod, key: str, now: float) -> None:
         """A pod already Running on this node (the simulator restarted): keep it as it is."""
@@ -583,8 +729,7 @@ class NodeSimulator:
         loop = asyncio.get_running_loop()
         pulled = node.cache.settle(loop.time())
         if pulled:
-            self.stats.images_pulled += len(pulled)
-            node.status_dirty = True
+            self._count_pulled(node, pulled)
         pod = self.informer.store.get_by(rec.namespace, rec.name)
         if pod is None or pod.metadata.uid != rec.uid:
             return  # deleted meanwhile; the delete handler forgets it
@@ -643,22 +788,78 @@ class NodeSimulator:
                     return
                 pod = latest
                 continue
-            if node.pods.get(rec.key) is rec:
+            if node.pods.get(rec.key) is rec and rec.state == STARTING:  # not terminating meanwhile
                 rec.state = RUNNING
             self.stats.pods_started += 1
             node.stats.pods_started += 1
             return
         self.stats.pod_start_failures += 1
-        if node.pods.get(rec.key) is rec:
+        if node.pods.get(rec.key) is rec and rec.state == STARTING:
             rec.state = PULLING
             self._timers.push(loop.time() + IP_RETRY_S, functools.partial(self._start_due, node, rec))
 
-    async def _finalize(self, rec: PodRecord) -> None:
-        """A pod marked for deletion: its containers are gone, so remove the object (uid-guarded)."""
-        if self._stopping:
+    def _terminate(self, node: SimNode, rec: PodRecord, pod: pb.Pod) -> None:
+        """A pod with a deletionTimestamp: the kubelet's side of graceful deletion. Its containers
+        stop (pulls and starts are abandoned) after min(deletionGracePeriodSeconds,
+        `termination_delay`), counted from when this kubelet first saw the deletion (as the
+        kubelet does, trusting its own clock); a second delete that shortens the period moves it
+        earlier. Then the pod's status says its containers stopped and the pod is deleted with
+        grace 0 and its uid as precondition (the kubelet's final delete)."""
+        meta = pod.metadata
+        has_grace = meta.HasField("deletion_grace_period_seconds")
+        grace = float(meta.deletion_grace_period_seconds) if has_grace else 0.0
+        delay = grace if self.config.termination_delay is None else min(grace, self.config.termination_delay)
+        loop_now = asyncio.get_running_loop().time()
+        if rec.state != TERMINAL:
+            rec.state = TERMINATING
+        due = loop_now + max(0.0, delay)
+        if rec.stop_at is not None and rec.stop_at <= due:
+            return  # already stopping at least as soon
+        first = rec.stop_at is None
+        rec.stop_at = due
+        if delay <= 0:  # nothing to wait for (grace 0 never gets here: such a pod is gone at once)
+            self._stop_due(rec, due)
             return
+        if first and rec.state == TERMINATING:
+            self._writes.submit(functools.partial(self._report_stopping, rec))
+        self._timers.push(due, functools.partial(self._stop_due, rec, due))
+
+    def _kubelet_down(self, rec: PodRecord) -> bool:
+        """Whether the kubelet of the node `rec`'s pod is bound to is stopped (`stop_kubelet`)."""
+        pod = self.informer.store.get_by(rec.namespace, rec.name)
+        node = self.nodes.get(pod.spec.node_name) if pod is not None else None
+        return node is not None and node.stopped
+
+    def _stop_due(self, rec: PodRecord, due: float) -> None:
+        if self._kubelet_down(rec):
+            return  # a stopped kubelet finalises nothing; `start_kubelet` counts the grace again
+        if rec.stop_at == due and not rec.finalizing:
+            rec.finalizing = True
+            self._writes.submit(functools.partial(self._finalize, rec))
+
+    async def _report_stopping(self, rec: PodRecord) -> None:
+        """The terminating pod's containers are no longer ready (one status write; best effort:
+        a conflict or a pod already gone is left to the final delete)."""
+        pod = self.informer.store.get_by(rec.namespace, rec.name)
+        if pod is None or pod.metadata.uid != rec.uid or self._stopping or self._kubelet_down(rec):
+            return
+        update = pb.Pod(
+            metadata=pb.ObjectMeta(
+                name=rec.name, namespace=rec.namespace, resource_version=pod.metadata.resource_version
+            ),
+            status=SimNode.stopped_status(pod, self._wall()),
+        )
         try:
-            await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid)
+            await self.cs.pods.update_status(update)
+        except ApiError as e:
+            self._note_forbidden(e)
+            log.debug("marking pod %s stopped failed (%s: %s)", rec.key, e.code_name, e.message)
+
+    async def _finalize(self, rec: PodRecord) -> None:
+        """A pod marked for deletion whose containers have stopped: remove the object (grace 0,
+        uid-guarded), as the kubelet's status manager does once the pod is terminated."""
+        try:
+            await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid, grace_period_seconds=0)
             self.stats.pods_finalized += 1
         except NotFoundError:
             pass
@@ -666,8 +867,10 @@ class NodeSimulator:
             pass  # another pod of that name by now
         except ApiError as e:
             self._note_forbidden(e)
-            log.info("finalising pod %s failed (%s: %s)", rec.key, e.code_name, e.message)
+            log.info("finalising pod %s failed (%s: %s); retrying", rec.key, e.code_name, e.message)
             rec.finalizing = False
+            rec.stop_at = asyncio.get_running_loop().time() + IP_RETRY_S
+            self._timers.push(rec.stop_at, functools.partial(self._stop_due, rec, rec.stop_at))
 
     # ------------------------------------------------------------------ node status as stored
 
@@ -709,7 +912,8 @@ class NodeSimulator:
             node.beat_epoch += 1  # a renewal still queued from before the stop is dropped
             self._push_renew(node, asyncio.get_running_loop().time())
             for rec in node.pods.values():
-                rec.finalizing = False
+                if not rec.finalizing:
+                    rec.stop_at = None  # a terminating pod's grace period is counted afresh
             for pod in self.informer.store.list():
                 if pod.spec.node_name == name:
                     self._observe(pod)

@@ -17,6 +17,12 @@ As upstream:
 * Among the nodes with the highest total score one is picked uniformly at random: the
   distribution of upstream's reservoir sampling, drawn with one number from a seedable RNG.
 
+With extenders (`schedule_pod_with_extenders`, async: their calls are HTTP), as upstream: the
+extenders' Filter runs on what passed the Filter plugins (the nominated node too), a rejection by
+them adds "Extender" to the unschedulable plugins, Filter stops at one node only when neither a
+Score plugin, an extender prioritizer nor an extender filter could use more, and their Prioritize
+scores are added to the plugins' totals.
+
 Upstream runs Filter and Score on 16 goroutines; kse scans sequentially (same results as upstream
 with parallelism 1). This module calls one framework entry per extension point
 (`run_filter_plugins_over`, `run_score_plugins_over`); whether those evaluate many nodes per
@@ -26,19 +32,30 @@ framework's business, and both give identical results (tests check it).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from proto import kse_pb2 as pb
+from scheduler.extender.http import ExtenderError
+from scheduler.extender.types import MAX_EXTENDER_PRIORITY
 from scheduler.framework.batch import NodeInfoView, ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import NodePluginScores
+from scheduler.framework.interface import MAX_NODE_SCORE, NodePluginScores, PreFilterResult
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
+from scheduler.framework.types import EXTENDER_NAME, Code, Diagnosis, FitError, PodInfo, Status
+
+if TYPE_CHECKING:
+    from scheduler.extender.http import HTTPExtender
+
+log = logging.getLogger(__name__)
 
 IntP = npt.NDArray[np.intp]
 
@@ -161,9 +178,30 @@ def find_nodes_that_fit(
 ) -> tuple[FeasibleNodes, Diagnosis]:
     """PreFilter, then Filter over the nodes (upstream findNodesThatFitPod). Advances
     `alg.next_start_node_index` by the number of nodes processed. Raises SchedulingError."""
+    pre = _run_pre_filter(fwk, state, pod_info, snapshot)
+    if pre.rejected:
+        return FeasibleNodes(snapshot, np.zeros(0, np.intp)), pre.diagnosis
+    if pod_info.pod.status.nominated_node_name:
+        # Likely the only node that fits after a preemption: try it first.
+        feasible = _evaluate_nominated_node(fwk, state, pod_info, snapshot, pre.diagnosis)
+        if len(feasible):
+            return feasible, pre.diagnosis
+    feasible = _filter_nodes(fwk, state, pod_info, snapshot, pre, alg, want_one=not fwk.has_score_plugins())
+    return feasible, pre.diagnosis
+
+
+@dataclass
+class _PreFilterOutcome:
+    diagnosis: Diagnosis
+    rejected: bool  # every node is out: PreFilter rejected the pod
+    pre_res: PreFilterResult | None = None
+    plugins_with_nodes: Collection[str] = ()
+
+
+def _run_pre_filter(
+    fwk: Framework, state: CycleState, pod_info: PodInfo, snapshot: Snapshot
+) -> _PreFilterOutcome:
     diagnosis = Diagnosis()
-    none = FeasibleNodes(snapshot, np.zeros(0, np.intp))
-    all_nodes = snapshot.node_info_list
     pre_res, s, plugins_with_nodes = fwk.run_pre_filter_plugins(state, pod_info)
     diagnosis.unschedulable_plugins = set(plugins_with_nodes)
     if s is not None and s.code != Code.SUCCESS:
@@ -173,15 +211,24 @@ def find_nodes_that_fit(
         diagnosis.absent_nodes_status = s
         diagnosis.pre_filter_msg = s.message()
         diagnosis.add_plugin_status(s)
-        return none, diagnosis
+        return _PreFilterOutcome(diagnosis, True)
+    return _PreFilterOutcome(diagnosis, False, pre_res, plugins_with_nodes)
 
-    pod = pod_info.pod
-    if pod.status.nominated_node_name:
-        # Likely the only node that fits after a preemption: try it first.
-        feasible = _evaluate_nominated_node(fwk, state, pod_info, snapshot, diagnosis)
-        if len(feasible):
-            return feasible, diagnosis
 
+def _filter_nodes(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    snapshot: Snapshot,
+    pre: _PreFilterOutcome,
+    alg: AlgorithmState,
+    *,
+    want_one: bool,
+) -> FeasibleNodes:
+    """The nodes PreFilter left (all, or its PreFilterResult's), through the Filter plugins; stops
+    at one feasible node when `want_one` (nothing to rank them by). Raises SchedulingError."""
+    all_nodes = snapshot.node_info_list
+    pre_res, diagnosis = pre.pre_res, pre.diagnosis
     if pre_res is None or pre_res.all_nodes():
         order = np.arange(len(all_nodes), dtype=np.intp)
     else:
@@ -198,16 +245,18 @@ def find_nodes_that_fit(
         order = np.array(sorted(existing), dtype=np.intp)
         diagnosis.absent_nodes_status = Status(
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-            [f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins_with_nodes))}]"],
+            [f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(pre.plugins_with_nodes))}]"],
         )
-    feasible, error = _find_nodes_that_pass_filters(fwk, state, pod_info, snapshot, diagnosis, order, alg)
+    feasible, error = _find_nodes_that_pass_filters(
+        fwk, state, pod_info, snapshot, diagnosis, order, alg, want_one=want_one
+    )
     # Always advance the start index, even on error, so that every node gets its turn.
     processed = len(feasible) + len(diagnosis.node_to_status)
     if all_nodes:
         alg.next_start_node_index = (alg.next_start_node_index + processed) % len(all_nodes)
     if error is not None:
         raise SchedulingError(error)
-    return feasible, diagnosis
+    return feasible
 
 
 def _evaluate_nominated_node(
@@ -237,6 +286,8 @@ def _find_nodes_that_pass_filters(
     diagnosis: Diagnosis,
     order: IntP,
     alg: AlgorithmState,
+    *,
+    want_one: bool,
 ) -> tuple[FeasibleNodes, Status | None]:
     """Upstream findNodesThatPassFilters: filter `order` (snapshot indices) starting at
     `alg.next_start_node_index`, until enough nodes are feasible."""
@@ -244,7 +295,7 @@ def _find_nodes_that_pass_filters(
     num_to_find = num_feasible_nodes_to_find(
         fwk.percentage_of_nodes_to_score, alg.percentage_of_nodes_to_score, num_all
     )
-    if not fwk.has_score_plugins():
+    if want_one:
         num_to_find = 1  # nothing to rank them by: the first that fits will do
     if num_all == 0:
         return FeasibleNodes(snapshot, order), None
@@ -333,3 +384,173 @@ def _snapshot_of(fwk: Framework) -> Snapshot:
 def diagnosis_statuses(diagnosis: Diagnosis, node_names: Sequence[str]) -> Mapping[str, Status]:
     """The status of each of `node_names` that did not pass (explicit or absent)."""
     return {name: diagnosis.status_of(name) for name in node_names}
+
+
+# ------------------------------------------------------------------------------------ extenders
+#
+# Upstream calls extenders inside schedulePod (schedule_one.go): findNodesThatPassExtenders after
+# the Filter plugins (also for the nominated node), and the extenders' Prioritize beside the Score
+# plugins in prioritizeNodes. Their calls are HTTP, so this path is async; without extenders the
+# scheduler keeps the synchronous `schedule_pod` above.
+
+# upstream fwk.MaxNodeScore / extenderv1.MaxExtenderPriority
+EXTENDER_SCORE_SCALE = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
+
+
+class ExtenderCallError(SchedulingError):
+    """A non-ignorable extender failed; the message is its error, as upstream reports it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(Status(Code.ERROR, [message]))
+
+
+async def schedule_pod_with_extenders(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    snapshot: Snapshot,
+    alg: AlgorithmState,
+    extenders: Sequence[HTTPExtender],
+    *,
+    on_prioritizing: Callable[[int], None] | None = None,
+) -> ScheduleResult:
+    """`schedule_pod` with extenders (upstream schedulePod with sched.Extenders).
+    `on_prioritizing(+1/-1)` is told when an extender's Prioritize call starts and ends (the
+    ``scheduler_goroutines{operation="prioritizing_extender"}`` gauge)."""
+    if not extenders:
+        return schedule_pod(fwk, state, pod_info, snapshot, alg)
+    if fwk.snapshot_shared_lister() is not snapshot:
+        fwk.set_snapshot(snapshot)
+    num_nodes = snapshot.num_nodes()
+    if num_nodes == 0:
+        raise NoNodesAvailableError()
+    feasible, diagnosis = await _find_nodes_that_fit_with_extenders(
+        fwk, state, pod_info, snapshot, alg, extenders
+    )
+    if len(feasible) == 0:
+        raise FitError(pod_info.pod, num_nodes, diagnosis)
+    evaluated = len(feasible) + len(diagnosis.node_to_status)
+    if len(feasible) == 1:
+        return ScheduleResult(snapshot.node_info_list[int(feasible.indices[0])].name, evaluated, 1)
+    totals = await _prioritize_with_extenders(fwk, state, pod_info, feasible, extenders, on_prioritizing)
+    host = feasible.snapshot.node_info_list[int(feasible.indices[_pick_max(totals, alg.rng)])].name
+    return ScheduleResult(host, evaluated, len(feasible))
+
+
+async def _find_nodes_that_fit_with_extenders(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    snapshot: Snapshot,
+    alg: AlgorithmState,
+    extenders: Sequence[HTTPExtender],
+) -> tuple[FeasibleNodes, Diagnosis]:
+    """Upstream findNodesThatFitPod with extenders: as `find_nodes_that_fit`, each set of nodes
+    that passed the Filter plugins then goes through the extenders' Filter."""
+    pre = _run_pre_filter(fwk, state, pod_info, snapshot)
+    diagnosis = pre.diagnosis
+    if pre.rejected:
+        return FeasibleNodes(snapshot, np.zeros(0, np.intp)), diagnosis
+    if pod_info.pod.status.nominated_node_name:
+        feasible = _evaluate_nominated_node(fwk, state, pod_info, snapshot, diagnosis)
+        feasible = await find_nodes_that_pass_extenders(extenders, pod_info.pod, feasible, diagnosis)
+        if len(feasible):
+            return feasible, diagnosis
+    has_filters = any(e.is_filter() for e in extenders)
+    has_scoring = fwk.has_score_plugins() or any(e.is_prioritizer() for e in extenders)
+    feasible = _filter_nodes(
+        fwk, state, pod_info, snapshot, pre, alg, want_one=not (has_filters or has_scoring)
+    )
+    after = await find_nodes_that_pass_extenders(extenders, pod_info.pod, feasible, diagnosis)
+    if len(after) != len(feasible):
+        # Extenders have no queueing hints: any cluster event may help a pod they rejected.
+        diagnosis.unschedulable_plugins.add(EXTENDER_NAME)
+    return after, diagnosis
+
+
+async def find_nodes_that_pass_extenders(
+    extenders: Sequence[HTTPExtender], pod: pb.Pod, feasible: FeasibleNodes, diagnosis: Diagnosis
+) -> FeasibleNodes:
+    """Upstream findNodesThatPassExtenders: the interested extenders one after the other, each
+    given what the previous left. The nodes an extender rejects get its message as their status
+    (Unschedulable, or UnschedulableAndUnresolvable for failedAndUnresolvableNodes, which wins).
+    An extender that fails is skipped when ignorable; otherwise ExtenderCallError."""
+    snapshot = feasible.snapshot
+    infos = snapshot.node_info_list
+    for extender in extenders:
+        if len(feasible) == 0:
+            break
+        if not extender.is_interested(pod):
+            continue
+        nodes = [n for n in (infos[i].node for i in feasible.indices.tolist()) if n is not None]
+        try:
+            passed, failed, unresolvable = await extender.filter(pod, nodes)
+        except ExtenderError as e:
+            if extender.is_ignorable():
+                log.info(
+                    "Skipping extender %s as it returned error and has ignorable flag set: %s",
+                    extender.name(),
+                    e,
+                )
+                continue
+            raise ExtenderCallError(str(e)) from None
+        for name, msg in unresolvable.items():
+            diagnosis.node_to_status[name] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg])
+        for name, msg in failed.items():
+            if name in unresolvable:
+                continue  # failedAndUnresolvableNodes takes precedence
+            diagnosis.node_to_status[name] = Status(Code.UNSCHEDULABLE, [msg])
+        keep = set(passed)
+        feasible = FeasibleNodes(
+            snapshot, np.array([i for i in feasible.indices.tolist() if infos[i].name in keep], dtype=np.intp)
+        )
+    return feasible
+
+
+async def _prioritize_with_extenders(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    feasible: FeasibleNodes,
+    extenders: Sequence[HTTPExtender],
+    on_prioritizing: Callable[[int], None] | None,
+) -> npt.NDArray[np.int64]:
+    """Upstream prioritizeNodes with extenders: the plugins' weighted totals (PreScore and Score
+    run even without Score plugins, as upstream does once there are extenders), plus each
+    interested extender's score x weight x (MaxNodeScore / MaxExtenderPriority). Extenders are
+    called concurrently; one that fails gives no score (upstream ignores Prioritize errors)."""
+    totals = score_feasible(fwk, state, pod_info, feasible).totals.astype(np.int64, copy=True)
+    infos = feasible.snapshot.node_info_list
+    positions = {infos[i].name: k for k, i in enumerate(feasible.indices.tolist())}
+    nodes = [n for n in (infos[i].node for i in feasible.indices.tolist()) if n is not None]
+    pod = pod_info.pod
+
+    async def one(extender: HTTPExtender) -> tuple[list[tuple[str, int]], int] | None:
+        if on_prioritizing is not None:
+            on_prioritizing(1)
+        try:
+            return await extender.prioritize(pod, nodes)
+        except ExtenderError as e:
+            log.debug(
+                "Failed to run extender's priority function. No score given by this extender. "
+                "extender=%s pod=%s/%s: %s",
+                extender.name(),
+                pod.metadata.namespace,
+                pod.metadata.name,
+                e,
+            )
+            return None
+        finally:
+            if on_prioritizing is not None:
+                on_prioritizing(-1)
+
+    interested = [e for e in extenders if e.is_interested(pod)]
+    for answer in await asyncio.gather(*(one(e) for e in interested)):
+        if answer is None:
+            continue
+        scores, weight = answer
+        for host, score in scores:
+            k = positions.get(host)
+            if k is not None:  # upstream keeps scores only for nodes it sent
+                totals[k] += score * weight * EXTENDER_SCORE_SCALE
+    return totals

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kse import failpoints
 from kse.client.clientset import Clientset
 from kse.client.errors import FencedError
 from proto import kse_pb2 as pb
@@ -85,6 +86,8 @@ class Binder:
                 raise NotLeaderError(
                     f"not binding pod {pod.metadata.namespace}/{pod.metadata.name}: no longer the leader"
                 )
+            if failpoints.ENABLED:
+                await failpoints.inject("binder/bind")
             bound = await self._cs.pods.bind(new_binding(pod, node_name), fence=token)
         except Exception as e:
             self.failures += 1

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -74,6 +75,7 @@ from kse.flags.connection_args import (
     connection_source,
     rpc_error_log_from_args,
 )
+from kse.flags.failpoint_args import add_failpoint_flags, apply_failpoint_flags
 from kse.flags.logging_args import add_log_level_flag, setup_logging
 from kse.leaderelection import (
     Clock,
@@ -275,7 +277,28 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument(
         "--ready-file", type=Path, help='written once serving: {"metrics": "HOST:PORT", "pid": N}'
     )
+    srv.add_argument(
+        "--profiling",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="BOOL",
+        help="serve /debug/pprof/ (CPU profile, thread and task stacks, heap) on the metrics address "
+        "(default: the config's enableProfiling, true)",
+    )
+    srv.add_argument(
+        "--contention-profiling",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="BOOL",
+        help="with profiling, watch the event loop's lag and record what blocks it (/debug/pprof/block) "
+        "(default: the config's enableContentionProfiling, true when profiling)",
+    )
     add_log_level_flag(p)
+    add_failpoint_flags(p)
     return p
 
 
@@ -284,6 +307,20 @@ def resolve_client_limits(args: argparse.Namespace, cfg: KubeSchedulerConfigurat
     qps = args.kube_api_qps if args.kube_api_qps is not None else (cc.qps or DEFAULT_QPS)
     burst = args.kube_api_burst if args.kube_api_burst is not None else (cc.burst or DEFAULT_BURST)
     return float(qps), int(burst)
+
+
+def resolve_profiling(args: argparse.Namespace, cfg: KubeSchedulerConfiguration) -> tuple[bool, bool]:
+    """(profiling, contention profiling): a given flag wins over the file's enableProfiling /
+    enableContentionProfiling, whose defaults are upstream's (true; contention true when
+    profiling). Contention profiling needs profiling (its endpoint is one of pprof's)."""
+    profiling = args.profiling if args.profiling is not None else cfg.enable_profiling is not False
+    if args.contention_profiling is not None:
+        contention = bool(args.contention_profiling)
+    elif cfg.enable_contention_profiling is not None:
+        contention = bool(cfg.enable_contention_profiling)
+    else:
+        contention = profiling
+    return bool(profiling), bool(profiling and contention)
 
 
 def resolve_leader_elect(args: argparse.Namespace, cfg: KubeSchedulerConfiguration) -> bool:
@@ -372,6 +409,7 @@ async def serve(
     """Run the replica until a signal (or, with leader election, a lost lease); the exit code."""
     from kse.client.clientset import ChannelSource, Clientset
     from kse.client.ratelimit import TokenBucketRateLimiter
+    from kse.pprof import LoopWatch, Pprof
     from scheduler.metrics import SchedulerMetrics
     from scheduler.scheduler import Scheduler, SchedulerOptions
     from scheduler.server import HealthServer
@@ -430,12 +468,20 @@ async def serve(
             le_cs = clientset(le_channel, f"kse-scheduler/{identity}/leader-election")
             elector = new_elector(election, le_cs, sched, metrics, clock)
             healthz["leaderElection"] = leader_election_check(elector)
-        async with HealthServer(
-            args.metrics_bind_address,
-            healthz=healthz,
-            readyz={"sched-handler-sync": sched.ready},
-            metrics=metrics.expose,
-        ) as server:
+        profiling, contention = resolve_profiling(args, cfg)
+        watch = LoopWatch() if contention else None
+        async with (
+            contextlib.AsyncExitStack() as debug_stack,
+            HealthServer(
+                args.metrics_bind_address,
+                healthz=healthz,
+                readyz={"sched-handler-sync": sched.ready},
+                metrics=metrics.expose,
+                pprof=Pprof(watch) if profiling else None,
+            ) as server,
+        ):
+            if watch is not None:
+                await debug_stack.enter_async_context(watch)
             if args.ready_file is not None:
                 write_atomic(
                     args.ready_file, json.dumps({"metrics": server.address, "pid": os.getpid()}) + "\n"
@@ -622,6 +668,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     setup_logging(args.log_level)
+    try:
+        apply_failpoint_flags(args)
+    except ValueError as e:
+        parser.error(f"--failpoints: {e}")
     from scheduler.profile import load_scheduler_config
 
     try:

@@ -91,7 +91,6 @@ class _Family(Generic[_M]):
             found = self._children[key] = self.metric.labels(*key)
         return found
 
-
     def read(self, suffix: str, values: LabelValues, kw: dict[str, str]) -> float:
         """The current value of the series `<name><suffix>` for these label values (0 when it has
         none yet). Read through `collect()`, the public way, so it costs a scrape of this one

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proto import kse_pb2 as pb
 from scheduler.apis.config import KubeSchedulerConfiguration, KubeSchedulerProfile, load_config
@@ -25,6 +25,10 @@ from scheduler.framework.runtime import (
     Framework,
 )
 from scheduler.framework.waiting_pods import TimerFactory, WaitingPodsMap, default_timers
+
+if TYPE_CHECKING:
+    from kse.client.informer import InformerFactory
+    from scheduler.events import EventRecorder
 
 DEFAULT_CONFIG_TEXT = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 
@@ -79,6 +83,8 @@ def new_framework(
     timers: TimerFactory = default_timers,
     percentage_of_nodes_to_score: int | None = None,
     batch: bool = True,
+    informer_factory: InformerFactory | None = None,
+    event_recorder: EventRecorder | None = None,
 ) -> Framework:
     """The Framework of a loaded (expanded) profile. `percentage_of_nodes_to_score`, when given,
     overrides the profile's own value (what-if forces 100). Raises ValueError when a plugin
@@ -104,6 +110,8 @@ def new_framework(
         max_permit_timeout=max_permit_timeout,
         timers=timers,
         batch=batch,
+        informer_factory=informer_factory,
+        event_recorder=event_recorder,
     )
 
 
@@ -117,6 +125,8 @@ def new_profiles(
     max_permit_timeout: float = MAX_PERMIT_TIMEOUT,
     timers: TimerFactory = default_timers,
     batch: bool = True,
+    informer_factory: InformerFactory | None = None,
+    event_recorder: EventRecorder | None = None,
 ) -> dict[str, Framework]:
     """Scheduler name -> Framework for every profile (upstream profile.NewMap); all share one
     snapshot, binder and waiting-pods map. Raises ValueError naming the profile on failure."""
@@ -136,6 +146,8 @@ def new_profiles(
                 max_permit_timeout=max_permit_timeout,
                 timers=timers,
                 batch=batch,
+                informer_factory=informer_factory,
+                event_recorder=event_recorder,
             )
         except ValueError as e:
             raise ValueError(f'profile "{name}": {e}') from e

@@ -6,8 +6,11 @@
                                  │        ──> finish_binding, Scheduled event ──> PostBind
         (any failure) ───────────┴──> Unreserve (reverse order), forget, handle_scheduling_failure
 
-The scheduling cycle is synchronous and serial: one pod at a time against a snapshot no other
-cycle changes. The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
+The scheduling cycle is serial: one pod at a time against a snapshot no other cycle changes. It is
+synchronous unless extenders are configured; then it awaits their HTTP calls (Filter, Prioritize),
+still one pod at a time, and the snapshot stays as the cycle found it while informers go on
+filling the cache. An interested binder extender binds instead of the Bind plugins (``_bind``).
+The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
 scheduler owns, and the loop goes on with the next pod: the assumed pod is already counted in the
 cache. At most ``max_binds_in_flight`` binding cycles run at once; the loop waits for a free slot
 before it pops the next pod (backpressure instead of an unbounded pile of binds). A pod waiting at
@@ -78,6 +81,7 @@ from scheduler.algorithm import (
     SchedulingError,
     diagnosis_statuses,
     schedule_pod,
+    schedule_pod_with_extenders,
 )
 from scheduler.apis.config import KubeSchedulerConfiguration
 from scheduler.binder import Binder, FencedHook, FenceSource, LeaderCheck, NotLeaderError
@@ -93,6 +97,13 @@ from scheduler.events import (
     EventRecorder,
     scheduled_message,
     truncate_message,
+)
+from scheduler.extender.http import (
+    ExtenderError,
+    HTTPExtender,
+    apply_ignored_resources,
+    build_extenders,
+    close_all,
 )
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PluginFactory
@@ -213,15 +224,28 @@ class Scheduler:
         self.on_fenced = on_fenced
         self.is_leader: LeaderCheck | None = None
         self.binder = Binder(clientset, fence, on_fenced=self._write_fenced)
+        # Informers and the recorder come first: plugins may use them (their handle's
+        # shared_informer_factory() / event_recorder(), as upstream's Handle).
+        self.informers = InformerFactory(clientset)
+        self.recorder = EventRecorder(
+            event_clientset or clientset, instance=opts.identity, fence=fence, on_fenced=self._write_fenced
+        )
+        # Extenders in call order (ignorable ones last); their ignored resources go to Fit's args.
+        self.extenders: list[HTTPExtender] = build_extenders(cfg.extenders)
+        apply_ignored_resources(cfg)
         self.profiles: dict[str, Framework] = new_profiles(
             cfg,
             registry=registry,
             snapshot=self.snapshot,
             binder=self.binder,
             max_permit_timeout=opts.permit_wait_timeout,
+            informer_factory=self.informers,
+            event_recorder=self.recorder,
         )
         if not self.profiles:
             raise ValueError("the configuration has no profiles")
+        for fwk in self.profiles.values():
+            fwk.set_extenders(self.extenders)  # preemption reads them through its handle
         first = next(iter(self.profiles.values()))
         self.queue = PriorityQueue(
             first.queue_sort_func(),  # validation made it the same for every profile
@@ -236,7 +260,6 @@ class Scheduler:
         if opts.seed is not None:
             self.alg.rng.seed(opts.seed)
 
-        self.informers = InformerFactory(clientset)
         self.pod_informer: Informer[pb.Pod] = self.informers.informer(
             "pods", field_selector=POD_FIELD_SELECTOR
         )
@@ -246,9 +269,6 @@ class Scheduler:
         )
         self.handlers.register(self.pod_informer, self.node_informer)
 
-        self.recorder = EventRecorder(
-            event_clientset or clientset, instance=opts.identity, fence=fence, on_fenced=self._write_fenced
-        )
         self.status = PodStatusUpdater(
             clientset, lookup=self._lookup_pod, fence=fence, on_fenced=self._write_fenced
         )
@@ -335,6 +355,7 @@ class Scheduler:
                         await self.status.wait_idle()
                 for task in background:
                     task.cancel()
+                await close_all(self.extenders)
 
     def stop(self) -> None:
         """Stop popping pods; `run()` returns once the binding cycles in flight are done."""
@@ -556,7 +577,7 @@ class Scheduler:
                 self.stop_leading()
                 return False
             self.attempts += 1
-            handed_over = self._attempt(qpi)
+            handed_over = await self._attempt(qpi)
         finally:
             if not handed_over:
                 self._bind_slots.release()
@@ -567,7 +588,7 @@ class Scheduler:
         await asyncio.sleep(0)
         return True
 
-    def _attempt(self, qpi: QueuedPodInfo) -> bool:
+    async def _attempt(self, qpi: QueuedPodInfo) -> bool:
         """The scheduling cycle of one popped pod; True if a binding cycle took over (and with it
         the binding slot)."""
         pod = qpi.pod
@@ -583,7 +604,7 @@ class Scheduler:
         start = self._clock()
         state = CycleState()
         try:
-            result, failure = self._scheduling_cycle(state, fwk, qpi, start)
+            result, failure = await self._scheduling_cycle(state, fwk, qpi, start)
         except Exception as e:  # a bug must cost one attempt, not the loop
             log.exception("scheduling cycle of pod %s failed", qpi.key)
             result, failure = None, _Failure(Code.ERROR, f"scheduling cycle failed: {e}")
@@ -615,7 +636,7 @@ class Scheduler:
             return True
         return self.cache.is_assumed_pod(pod)
 
-    def _scheduling_cycle(
+    async def _scheduling_cycle(
         self, state: CycleState, fwk: Framework, qpi: QueuedPodInfo, start: float
     ) -> tuple[ScheduleResult | None, _Failure | None]:
         """Upstream schedulingCycle: the algorithm, assume, Reserve, Permit."""
@@ -628,7 +649,13 @@ class Scheduler:
             return None, _Failure(Code.ERROR, str(e))
         self.metrics.snapshot_update_duration.observe(time.perf_counter() - t0)
         try:
-            result = schedule_pod(fwk, state, pod_info, self.snapshot, self.alg)
+            if self.extenders:  # HTTP calls: the cycle awaits them (the snapshot stays as it is)
+                result = await schedule_pod_with_extenders(
+                    fwk, state, pod_info, self.snapshot, self.alg, self.extenders,
+                    on_prioritizing=self._prioritizing_extenders,
+                )  # fmt: skip
+            else:
+                result = schedule_pod(fwk, state, pod_info, self.snapshot, self.alg)
         except NoNodesAvailableError as e:
             self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
             return None, _Failure(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(e))
@@ -722,7 +749,7 @@ class Scheduler:
                 return _Failure.of_status(pod, host, s)
             return _Failure(Code.ERROR, s.message(), err=s.err)
         try:
-            s = await fwk.run_bind_plugins(state, pod_info, host)
+            s = await self._bind(fwk, state, pod_info, host)
         finally:
             self.cache.finish_binding(pod_info)
         if s is not None and not s.is_success():
@@ -745,6 +772,36 @@ class Scheduler:
         log.debug("bound pod %s to %s", qpi.key, host)
         await fwk.run_post_bind_plugins(state, pod_info, host)
         return None
+
+    async def _bind(self, fwk: Framework, state: CycleState, pod_info: PodInfo, host: str) -> Status | None:
+        """Upstream bind: an interested binder extender binds instead of the Bind plugins (one
+        that fails and is ignorable is skipped). An extender's bind carries no fence token (its
+        API call is the extender's own), so the leader check is made before it is asked."""
+        pod = pod_info.pod
+        for extender in self.extenders:
+            if not extender.is_binder() or not extender.is_interested(pod):
+                continue
+            if self.is_leader is not None and not self.is_leader():
+                err = NotLeaderError(
+                    f"not binding pod {pod.metadata.namespace}/{pod.metadata.name}: no longer the leader"
+                )
+                return Status(Code.ERROR, [str(err)], err=err)
+            try:
+                await extender.bind(pod, host)
+            except ExtenderError as e:
+                if extender.is_ignorable():
+                    log.info(
+                        "Skipping extender %s in bind as it returned error and has ignorable flag set: %s",
+                        extender.name(),
+                        e,
+                    )
+                    continue
+                return Status(Code.ERROR, [str(e)], err=e)
+            return None
+        return await fwk.run_bind_plugins(state, pod_info, host)
+
+    def _prioritizing_extenders(self, delta: int) -> None:
+        self.metrics.goroutines.add(delta, "prioritizing_extender")
 
     async def _handle_binding_cycle_error(
         self,

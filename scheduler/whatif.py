@@ -20,6 +20,7 @@ with that plugin); each Score plugin's score after its NormalizeScore and before
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from scheduler.framework.nodeinfo import Snapshot
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 from scheduler.profile import load_scheduler_config, new_framework
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NAMESPACE = "default"
 
@@ -155,6 +158,12 @@ def load_framework(config: str | Path | None, snapshot: Snapshot) -> Framework:
             raise WhatIfError(f"invalid scheduler configuration {str(config)!r}:\n{lines}", 2) from None
     else:
         cfg = load_scheduler_config()
+    if cfg.extenders:
+        # Said, not silently skipped: what-if explains the plugins and calls no webhook.
+        log.warning(
+            "what-if runs the profile's plugins only: the configuration's %d extender(s) are not called",
+            len(cfg.extenders),
+        )
     try:
         return new_framework(cfg.profiles[0], snapshot=snapshot, percentage_of_nodes_to_score=100)
     except ValueError as e:

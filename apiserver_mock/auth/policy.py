@@ -128,7 +128,8 @@ POLICY: tuple[Grant, ...] = (
         ),
     ),
     Grant(group="system:nodes", rules=NODE_RULES, node_of=node_from_user),
-    Grant(group="kse:nodesims", rules=NODE_RULES, node_of=any_node),
+    # kse:nodesim also reads Events: `--pre-pull-events` takes pull requests from them (kse.objects.prepull).
+    Grant(group="kse:nodesims", rules=(*NODE_RULES, Rule(READ, ("events",))), node_of=any_node),
     Grant(
         group="kse:workloads",
         rules=(

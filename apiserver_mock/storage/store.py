@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apiserver_mock.fencing import MAX_LEASE_RENEWALS, NO_GUARD, Guard
+from kse import failpoints
 from kse.etcdclient import (
     CompactedError,
     Compare,
@@ -61,6 +62,28 @@ from kse.etcdclient import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyWrite:
+    """One key of a multi-key write: put `value` (None: delete the key) if the key's mod_revision
+    is still `mod_revision`."""
+
+    key: bytes
+    value: bytes | None
+    mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManyWriteResult:
+    """Outcome of `Store.write_all`: as `WriteResult`, with `currents` one per written key (in the
+    order given; None: absent) when it failed."""
+
+    succeeded: bool
+    revision: int
+    currents: tuple[KeyValue | None, ...] = ()
+    guard_values: tuple[KeyValue | None, ...] = ()
+    guard: Guard = NO_GUARD
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +138,57 @@ class Store:
         compare = Compare.mod_revision(key) == mod_revision
         return await self._txn(compare, Op.delete(key), key, mod_revision, guard, None)
 
+    async def write_all(self, writes: Sequence[KeyWrite], guard: Guard = NO_GUARD) -> ManyWriteResult:
+        """Apply every write in ONE transaction, or none: each compared on its key's mod_revision
+        (plus the guard). For writes that must land together, as an eviction's PDB status and its
+        pod (apiserver_mock.registry.eviction). An unknown outcome is resolved as for one key
+        (module doc), on the first write that puts a value: all of them landed, or none did."""
+        if not writes:
+            raise ValueError("write_all needs at least one write")
+        marker = next((w for w in writes if w.value is not None), writes[0])
+        own = [Compare.mod_revision(w.key) == w.mod_revision for w in writes]
+        ops = [Op.delete(w.key) if w.value is None else Op.put(w.key, w.value) for w in writes]
+        reads = [*(Op.get(w.key) for w in writes), *(Op.get(k) for k in guard.keys)]
+        n = len(writes)
+        renewals = 0
+        give_up: float | None = None
+        while True:
+            try:
+                res = await self.etcd.txn((*own, *guard.compares), ops, reads)
+            except EtcdOutcomeUnknownError as err:
+                give_up = self._unknown(marker.key, err, give_up)
+                continue
+            except EtcdUnavailableError as err:
+                if give_up is None:
+                    raise
+                why = f"no etcd member answered the re-sent write: {err}"
+                raise self._unresolved(marker.key, why) from err
+            if res.succeeded:
+                if give_up is not None:
+                    self.resolved_not_landed += 1
+                return ManyWriteResult(True, res.revision, guard=guard)
+            values = [r.kvs[0] if isinstance(r, RangeResult) and r.kvs else None for r in res.responses]
+            currents = tuple(values[:n])
+            if give_up is not None:
+                now_there = currents[writes.index(marker)]
+                landed = await self._landed(marker.key, marker.value, marker.mod_revision, now_there, give_up)
+                if landed is not None:
+                    self.resolved_landed += 1
+                    return ManyWriteResult(True, landed, guard=guard)
+            guard_values = tuple(values[n:])
+            renewed = guard.renewed(guard_values) if guard.keys else None
+            if renewed is None:
+                break
+            guard = renewed
+            moved = any(
+                (kv.mod_revision if kv is not None else 0) != w.mod_revision
+                for kv, w in zip(currents, writes, strict=True)
+            )
+            renewals += 1
+            if moved or renewals > MAX_LEASE_RENEWALS:
+                break
+        return ManyWriteResult(False, res.revision, currents, guard_values, guard)
+
     async def _txn(
         self, compare: Compare, op: Op, key: bytes, expect: int, guard: Guard, value: bytes | None
     ) -> WriteResult:
@@ -128,6 +202,8 @@ class Store:
         while True:
             compares: Sequence[Compare] = (compare, *guard.compares) if guard.compares else (compare,)
             try:
+                if failpoints.ENABLED:
+                    await failpoints.inject("storage/before-commit")
                 res = await self.etcd.txn(compares, [op], reads)
             except EtcdOutcomeUnknownError as err:
                 give_up = self._unknown(key, err, give_up)
@@ -137,6 +213,8 @@ class Store:
                     raise  # never sent anywhere: nothing was applied
                 raise self._unresolved(key, f"no etcd member answered the re-sent write: {err}") from err
             if res.succeeded:
+                if failpoints.ENABLED:
+                    await failpoints.inject("storage/after-commit")
                 if give_up is not None:
                     self.resolved_not_landed += 1
                     log.info("write to %r: the first copy did not land; the re-sent one did", key)

@@ -31,6 +31,7 @@ from apiserver_mock import wire
 from apiserver_mock.watchcache.model import CachedObject, CacheEvent, Filter, RevisionGroup
 from apiserver_mock.watchcache.ring import EventRing, TooOld
 from apiserver_mock.watchcache.watcher import Watcher
+from kse import failpoints
 from kse.etcdclient import (
     CompactedError,
     EtcdClient,
@@ -216,6 +217,15 @@ class WatchCache:
     def _dispatch(self, group: RevisionGroup | None, rev: int) -> None:
         if not self._watchers:
             return
+        if failpoints.ENABLED and group is not None:
+            injected = failpoints.check("watchcache/dispatch")
+            if injected == "drop":
+                return  # the revision is in the cache and its ring, but no watcher is told
+            if injected == "duplicate":
+                self._offer(group, rev)
+        self._offer(group, rev)
+
+    def _offer(self, group: RevisionGroup | None, rev: int) -> None:
         now = asyncio.get_running_loop().time()
         interval = self.bookmark_interval
         for w in self._watchers:

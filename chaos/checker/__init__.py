@@ -17,6 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaos.checker.drain_invariants import (
+    deployments_restored,
+    evictions_within_budget,
+    no_bind_to_cordoned,
+    no_pdb_violation,
+    replacements_bound_once,
+)
+from chaos.checker.etcd_invariants import audit_matches_etcd
 from chaos.checker.failover import FailoverAnalysis, FailoverEvent, analyze_failover, percentile, summarize
 from chaos.checker.invariants import (
     INVARIANTS,
@@ -53,6 +61,17 @@ __all__ = [
     "watch_integrity",
     "write_report",
 ]
+
+
+def drain_invariants(history: History) -> dict[str, InvariantResult]:
+    """The drain invariants (chaos.checker.drain_invariants) over a history; each skips without data."""
+    return {
+        "no_pdb_violation": no_pdb_violation(history.pod_states, history.pdbs, history.audit),
+        "evictions_within_budget": evictions_within_budget(history.pod_states, history.pdbs, history.audit),
+        "replacements_bound_once": replacements_bound_once(history.pod_states, history.audit),
+        "no_bind_to_cordoned": no_bind_to_cordoned(history.pod_states, history.audit, history.cordons()),
+        "deployments_restored": deployments_restored(history.deployments),
+    }
 
 
 @dataclass
@@ -102,6 +121,8 @@ def check(
         ),
         "watch_integrity": watch_integrity(history),
         "no_rotation_rpc_errors": no_rotation_rpc_errors(history, grace_s=rotation_grace_s),
+        **drain_invariants(history),
+        "audit_matches_etcd": audit_matches_etcd(history),
     }
     failover = analyze_failover(
         history, lease=lease, lease_duration_s=lease_duration_s, identities=identities

@@ -493,7 +493,7 @@ async def run(cfg: Config) -> dict[str, Any]:
                 prefix=API_PREFIX,
                 pki_dir=pki.dir,
                 data_dir=root / "data",
-                extra_args=("--http-listen", "127.0.0.1:0"),
+                extra_args=("--http-listen", "127.0.0.1:0", *cfg.apiserver_args),
             )
             await launcher.start(api)
             http_address = str((api.ready_info or {}).get("http_address") or "")

@@ -23,6 +23,7 @@ class ApiServerBenchConfig:
     list_pods: int = 5000  # pods in the namespace LISTed over HTTP (topped up past `pods`)
     list_repeats: int = 10  # LISTs timed; http_list_ms_p50 is their median
     keep: bool = False  # keep the temp dir
+    apiserver_args: tuple[str, ...] = ()  # extra flags for the API server (A/B of its settings)
 
     def __post_init__(self) -> None:
         for name in ("duration", "rate"):

@@ -336,6 +336,12 @@ class Informer(Generic[T]):
                 else:
                     self._notify_update(old, obj)
 
+    def rejected(self, events: list[WatchEvent[T]]) -> None:
+        """Recorded in the history (as delivered), not applied: the reflector refused a duplicate."""
+        for event in events:
+            if event.object is not None:
+                self._record(event.type, key_of(event.object), event.resource_version, "watch")
+
     def advance(self, resource_version: str) -> None:
         rv = _rv_int(resource_version)
         if rv < _rv_int(self._last_rv):

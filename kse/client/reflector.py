@@ -56,6 +56,10 @@ class ReflectorSink(Protocol[T]):
     def advance(self, resource_version: str) -> None:
         """Everything up to `resource_version` has been delivered (after a batch or a bookmark)."""
 
+    def rejected(self, events: list[WatchEvent[T]]) -> None:
+        """A batch the server delivered at a revision already delivered: not applied, but told, so
+        an observer's history shows the server's duplicate (the chaos checker judges it)."""
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -239,6 +243,7 @@ class Reflector(Generic[T]):
                 rv,
                 self.last_resource_version,
             )
+            self.sink.rejected(events)
             return
         if events:
             self.sink.apply(events)

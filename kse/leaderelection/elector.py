@@ -45,6 +45,7 @@ import random
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 
+from kse import failpoints
 from kse.client.clientset import BOOKMARK, DELETED
 from kse.client.errors import ApiError, ConflictError, NotFoundError
 from kse.leaderelection.clock import Clock, RealClock
@@ -687,6 +688,8 @@ class LeaderElector:
                     return
                 try:
                     async with clock.timeout_at(term.deadline):
+                        if failpoints.ENABLED:
+                            await failpoints.inject("elector/renew")
                         ok = await self._try_acquire_or_renew()
                 except TimeoutError:
                     ok = False

@@ -82,6 +82,7 @@ from scheduler.framework.plugin_status import (
     with_plugin,
 )
 from scheduler.framework.types import (
+    EXTENDER_NAME,
     ActionType,
     ClusterEvent,
     Code,
@@ -93,7 +94,10 @@ from scheduler.framework.types import (
 from scheduler.framework.waiting_pods import TimerFactory, WaitingPod, WaitingPodsMap, default_timers
 
 if TYPE_CHECKING:
+    from kse.client.informer import InformerFactory
     from scheduler.apis.config.types import ExpandedPlugins
+    from scheduler.events import EventRecorder
+    from scheduler.extender.http import HTTPExtender
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +171,10 @@ class Framework:
         max_permit_timeout: the cap on a Permit plugin's wait (`--permit-wait-timeout`).
         timers: timer factory for the Permit timeouts (tests inject a fake clock).
         batch: use the plugins' batch methods on the hot path (False: scalar methods only).
+        informer_factory: the scheduler's shared informers, for plugins that watch objects
+            (upstream Handle.SharedInformerFactory); None outside a running scheduler.
+        event_recorder: the scheduler's event recorder, for plugins that record events
+            (upstream Handle.EventRecorder); None outside a running scheduler.
     """
 
     def __init__(
@@ -183,6 +191,8 @@ class Framework:
         max_permit_timeout: float = MAX_PERMIT_TIMEOUT,
         timers: TimerFactory = default_timers,
         batch: bool = True,
+        informer_factory: InformerFactory | None = None,
+        event_recorder: EventRecorder | None = None,
     ) -> None:
         if registry is None:
             from scheduler.framework.plugins.registry import REGISTRY
@@ -193,8 +203,11 @@ class Framework:
         self._snapshot: SharedLister = snapshot if snapshot is not None else Snapshot()
         self._binder = binder
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPodsMap()
+        self._extenders: Sequence[HTTPExtender] = ()
         self._max_permit_timeout = max_permit_timeout
         self._timers = timers
+        self._informer_factory = informer_factory
+        self._event_recorder = event_recorder
         args = plugin_args or {}
 
         # Instantiate every plugin the profile uses, once (upstream pluginsNeeded + factories).
@@ -308,11 +321,27 @@ class Framework:
     def set_snapshot(self, snapshot: SharedLister) -> None:
         self._snapshot = snapshot
 
+    def extenders(self) -> Sequence[HTTPExtender]:
+        """The scheduler's extenders in call order (upstream Handle.Extenders): what preemption
+        hands its candidates to (`scheduler.extender.preemption.process_preemption`)."""
+        return self._extenders
+
+    def set_extenders(self, extenders: Sequence[HTTPExtender]) -> None:
+        self._extenders = tuple(extenders)
+
     async def bind(self, pod: pb.Pod, node_name: str) -> None:
         """The handle's bind (used by DefaultBinder): posts pods/binding through the binder."""
         if self._binder is None:
             raise RuntimeError("no binder configured for this framework")
         await self._binder(pod, node_name)
+
+    def shared_informer_factory(self) -> InformerFactory | None:
+        """The scheduler's shared informers (None when the framework runs outside a scheduler)."""
+        return self._informer_factory
+
+    def event_recorder(self) -> EventRecorder | None:
+        """The scheduler's event recorder (None when the framework runs outside a scheduler)."""
+        return self._event_recorder
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:
         return self.waiting_pods.get(uid)
@@ -343,6 +372,9 @@ class Framework:
                 out[name] = list(plugin.events_to_register())
             else:
                 out[name] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
+        if self._extenders:
+            # Upstream's defaultEnqueueExtension for ExtenderName: every event may help.
+            out[EXTENDER_NAME] = [ClusterEventWithHint(ev) for ev in ALL_EVENTS]
         return out
 
     def queueing_hints(self) -> dict[str, list[tuple[ClusterEvent, QueueingHintFn | None]]]:

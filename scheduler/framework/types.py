@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 # Upstream NoNodeAvailableMsg: the head of every FitError message.
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+# Upstream framework.ExtenderName: stands for the extenders in Diagnosis.UnschedulablePlugins
+# (they have no EnqueueExtensions, so any cluster event may help a pod they rejected).
+EXTENDER_NAME = "Extender"
 
 
 class Code(enum.IntEnum):

@@ -17,8 +17,21 @@ KEYS = {"mode", "nodes", "pods", "pods_per_s", "attempt_ms_p50", "attempt_ms_p99
 )
 def test_throughput_json_contract(extra: list[str], mode: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "kse", "bench", "throughput", "--nodes", "20", "--init-pods", "10",
-         "--pods", "40", "--json", *extra],
+        [
+            sys.executable,
+            "-m",
+            "kse",
+            "bench",
+            "throughput",
+            "--nodes",
+            "20",
+            "--init-pods",
+            "10",
+            "--pods",
+            "40",
+            "--json",
+            *extra,
+        ],
         capture_output=True,
         text=True,
         timeout=150,

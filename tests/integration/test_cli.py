@@ -49,7 +49,10 @@ def _env() -> dict[str, str]:
 
 async def kse(*args: str, stdin: str | None = None) -> Result:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kse", *args,
+        sys.executable,
+        "-m",
+        "kse",
+        *args,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -182,8 +185,9 @@ async def test_apply_and_delete_a_directory(config: str, tmp_path: Path) -> None
     assert (r.code, r.out, r.err) == (0, "", "")
 
 
-async def test_errors_print_the_servers_message_and_exit_1(apiserver: ApiServer, config: str,
-                                                           tmp_path: Path) -> None:
+async def test_errors_print_the_servers_message_and_exit_1(
+    apiserver: ApiServer, config: str, tmp_path: Path
+) -> None:
     workload = tmp_path / "workload.json"
     apiserver.connection("workload").save(workload)
     r = await kse("delete", "node", "n1", "--config", str(workload))
@@ -216,8 +220,14 @@ async def test_errors_print_the_servers_message_and_exit_1(apiserver: ApiServer,
 async def test_config_from_environment(apiserver: ApiServer, config: str) -> None:
     env_before = os.environ.get("KSE_CONFIG")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kse", "get", "nodes",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO_ROOT,
+        sys.executable,
+        "-m",
+        "kse",
+        "get",
+        "nodes",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO_ROOT,
         env={**_env(), "KSE_CONFIG": config},
     )
     _, err = await proc.communicate()
@@ -228,11 +238,25 @@ async def test_config_from_environment(apiserver: ApiServer, config: str) -> Non
 
 async def test_get_watch_prints_rows_until_interrupted(apiserver: ApiServer, config: str) -> None:
     cs = Clientset(await apiserver.channel("admin"), qps=0, burst=0)
-    await cs.pods.create(pb.Pod(metadata=pb.ObjectMeta(name="pod-a", namespace="default"),
-                                spec=pb.PodSpec(containers=[pb.Container(name="c", image="i")])))
+    await cs.pods.create(
+        pb.Pod(
+            metadata=pb.ObjectMeta(name="pod-a", namespace="default"),
+            spec=pb.PodSpec(containers=[pb.Container(name="c", image="i")]),
+        )
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kse", "get", "pods", "-w", "--config", config,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO_ROOT, env=_env(),
+        sys.executable,
+        "-m",
+        "kse",
+        "get",
+        "pods",
+        "-w",
+        "--config",
+        config,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO_ROOT,
+        env=_env(),
     )
     assert proc.stdout is not None and proc.stderr is not None
     try:
@@ -241,8 +265,12 @@ async def test_get_watch_prints_rows_until_interrupted(apiserver: ApiServer, con
             first = (await proc.stdout.readline()).decode()
         assert header.split()[:2] == ["NAME", "READY"]
         assert first.split()[0] == "pod-a"
-        await cs.pods.create(pb.Pod(metadata=pb.ObjectMeta(name="pod-b", namespace="default"),
-                                    spec=pb.PodSpec(containers=[pb.Container(name="c", image="i")])))
+        await cs.pods.create(
+            pb.Pod(
+                metadata=pb.ObjectMeta(name="pod-b", namespace="default"),
+                spec=pb.PodSpec(containers=[pb.Container(name="c", image="i")]),
+            )
+        )
         async with asyncio.timeout(DEADLINE):
             second = (await proc.stdout.readline()).decode()
         assert second.split()[0] == "pod-b"
@@ -284,8 +312,9 @@ def example(relative: str) -> Path:
     return path
 
 
-async def test_apply_without_the_gates_ungates_the_pod_as_the_docs_show(apiserver: ApiServer,
-                                                                         config: str) -> None:
+async def test_apply_without_the_gates_ungates_the_pod_as_the_docs_show(
+    apiserver: ApiServer, config: str
+) -> None:
     # content/en/docs/concepts/scheduling-eviction/pod-scheduling-readiness.md, step by step.
     gated = example("pods/pod-with-scheduling-gates.yaml")
     ungated = example("pods/pod-without-scheduling-gates.yaml")
@@ -329,12 +358,16 @@ async def test_apply_over_an_object_not_created_by_apply_warns_and_patches_the_a
     pod = pb.Pod(metadata=pb.ObjectMeta(name="web", namespace="default", labels={"keep": "me"}))
     pod.spec.containers.add(name="c", image="nginx:1")
     await cs.pods.create(pod)
-    manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\n" \
-               "spec: {containers: [{name: c, image: 'nginx:1'}]}\n"
+    manifest = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {app: web}}\n"
+        "spec: {containers: [{name: c, image: 'nginx:1'}]}\n"
+    )
     r = await kse("apply", "-f", "-", "--config", config, stdin=manifest)
     assert (r.code, r.out) == (0, "pod/web configured\n"), r.err
-    assert r.err.startswith("Warning: resource pods/web is missing the "
-                            "kubectl.kubernetes.io/last-applied-configuration annotation")
+    assert r.err.startswith(
+        "Warning: resource pods/web is missing the "
+        "kubectl.kubernetes.io/last-applied-configuration annotation"
+    )
     live = await cs.pods.get_in("default", "web")
     assert dict(live.metadata.labels) == {"keep": "me", "app": "web"}
     # Now it has the annotation: removing the label from the manifest removes it from the pod.
@@ -368,21 +401,32 @@ async def test_unknown_fields_warn_by_default_refused_with_strict_silent_with_fa
         strict = UNKNOWN_FIELD_POD.format(name="strict")
         r = await kse("apply", "-f", "-", flag, "--config", config, stdin=strict)
         assert (r.code, r.out) == (1, ""), flag
-        assert r.err.startswith('error: error validating "STDIN": Pod "strict": strict decoding error: '
-                                'unknown field "spec.nodeSelecter"'), r.err
+        assert r.err.startswith(
+            'error: error validating "STDIN": Pod "strict": strict decoding error: '
+            'unknown field "spec.nodeSelecter"'
+        ), r.err
     r = await kse("get", "pod", "strict", "--config", config)
     assert r.code == 1, "a refused object is not written"
 
-    r = await kse("create", "-f", "-", "--validate=false", "--config", config,
-                  stdin=UNKNOWN_FIELD_POD.format(name="ignored"))
+    r = await kse(
+        "create",
+        "-f",
+        "-",
+        "--validate=false",
+        "--config",
+        config,
+        stdin=UNKNOWN_FIELD_POD.format(name="ignored"),
+    )
     assert (r.code, r.out, r.err) == (0, "pod/ignored created\n", "")
     r = await kse("apply", "-f", "-", "--validate=maybe", "--config", config, stdin="")
     assert r.code == 2 and 'invalid - validate option "maybe"' in r.err
 
 
 async def test_create_honours_generate_name_and_refuses_an_existing_name(config: str) -> None:
-    manifest = "apiVersion: v1\nkind: Pod\nmetadata: {generateName: web-}\n" \
-               "spec: {containers: [{name: c, image: nginx}]}\n"
+    manifest = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {generateName: web-}\n"
+        "spec: {containers: [{name: c, image: nginx}]}\n"
+    )
     names = set()
     for _ in range(2):
         r = await kse("create", "-f", "-", "--config", config, stdin=manifest)
@@ -397,8 +441,9 @@ async def test_create_honours_generate_name_and_refuses_an_existing_name(config:
     assert (r.code, r.out) == (0, "pod/fixed created\n"), r.err
     r = await kse("create", "-f", "-", "--config", config, stdin=named)
     assert r.code == 1
-    assert r.err.strip() == ('Error from server (AlreadyExists): error when creating "STDIN": '
-                             'pods "fixed" already exists')
+    assert r.err.strip() == (
+        'Error from server (AlreadyExists): error when creating "STDIN": pods "fixed" already exists'
+    )
     # --save-config wrote the annotation: a later apply merges from it, without the warning.
     r = await kse("apply", "-f", "-", "--config", config, stdin=named)
     assert (r.code, r.out, r.err) == (0, "pod/fixed unchanged\n", "")
@@ -408,8 +453,12 @@ async def test_delete_by_label_selector_all_and_all_namespaces(config: str) -> N
     pods = "".join(
         f"---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {ns}, labels: {{app: {app}}}}}"
         "\nspec: {containers: [{name: c, image: nginx}]}\n"
-        for name, ns, app in (("a", "default", "web"), ("b", "default", "web"), ("c", "default", "db"),
-                              ("d", "team", "web"))
+        for name, ns, app in (
+            ("a", "default", "web"),
+            ("b", "default", "web"),
+            ("c", "default", "db"),
+            ("d", "team", "web"),
+        )
     )
     r = await kse("apply", "-f", "-", "--config", config, stdin=pods)
     assert r.code == 0, r.err

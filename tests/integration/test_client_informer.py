@@ -229,8 +229,12 @@ async def test_crud_on_every_kind_returns_typed_objects(admin: Clientset) -> Non
     pc = pb.PriorityClass(metadata=pb.ObjectMeta(name="high"), value=1000)
     assert (await admin.priority_classes.create(pc)).value == 1000
 
-    ev = pb.Event(metadata=pb.ObjectMeta(name="web.1", namespace="default"), reason="Scheduled",
-                  message="assigned", type="Normal")
+    ev = pb.Event(
+        metadata=pb.ObjectMeta(name="web.1", namespace="default"),
+        reason="Scheduled",
+        message="assigned",
+        type="Normal",
+    )
     ev.involved_object.kind = "Pod"
     ev.involved_object.name = "web"
     ev.involved_object.namespace = "default"
@@ -304,8 +308,9 @@ async def test_bind_evict_status_and_fencing(admin: Clientset) -> None:
     assert running.status.phase == "Running"
     assert admin.metrics.count("update", "pods/status", "OK") == 1
 
-    evicted = await admin.pods.evict("default", "p")
-    assert evicted.metadata.name == "p"
+    evicted = await admin.pods.evict("default", "p")  # bound and Running: a graceful delete
+    assert evicted.metadata.name == "p" and evicted.metadata.deletion_timestamp
+    await admin.pods.delete("default", "p", grace_period_seconds=0)
     with pytest.raises(NotFoundError):
         await admin.pods.get("default", "p")
     assert admin.metrics.count("create", "pods/eviction", "OK") == 1
@@ -321,8 +326,9 @@ async def test_fenced_write_raises_fenced_error(admin: Clientset) -> None:
     binding = pb.Binding(metadata=pb.ObjectMeta(name="q", namespace="default", uid=q.metadata.uid))
     binding.target.kind = "Node"
     binding.target.name = "node-1"
-    stale = pb.FenceToken(lease_namespace="kube-system", lease_name="kube-scheduler",
-                          holder_identity="me", lease_transitions=3)
+    stale = pb.FenceToken(
+        lease_namespace="kube-system", lease_name="kube-scheduler", holder_identity="me", lease_transitions=3
+    )
     try:
         await admin.pods.bind(binding, fence=stale)
     except FencedError as e:
@@ -330,8 +336,12 @@ async def test_fenced_write_raises_fenced_error(admin: Clientset) -> None:
         assert e.message
     else:
         pytest.fail("the API server accepted a bind with a stale fence token")
-    good = pb.FenceToken(lease_namespace="kube-system", lease_name="kube-scheduler",
-                         holder_identity="someone-else", lease_transitions=3)
+    good = pb.FenceToken(
+        lease_namespace="kube-system",
+        lease_name="kube-scheduler",
+        holder_identity="someone-else",
+        lease_transitions=3,
+    )
     assert (await admin.pods.bind(binding, fence=good)).spec.node_name == "node-1"
 
 
@@ -403,8 +413,9 @@ async def test_reads_retry_on_unavailable_writes_do_not(apiserver: ApiServer) ->
     await cs.pods.create(pod("x"))  # the next call reaches the server
 
     # A read gives up at its deadline.
-    always_dead = Clientset(StaticChannelSource(dead), qps=0, burst=0,
-                            retry=RetryPolicy(deadline=0.3, initial_backoff=0.01))
+    always_dead = Clientset(
+        StaticChannelSource(dead), qps=0, burst=0, retry=RetryPolicy(deadline=0.3, initial_backoff=0.01)
+    )
     with pytest.raises(UnavailableError):
         await always_dead.pods.get("default", "x")
     assert always_dead.metrics.count("get", "pods", "UNAVAILABLE") >= 2
@@ -500,8 +511,9 @@ async def test_late_handler_gets_current_state_and_a_failing_handler_is_containe
         assert [c[1] for c in late.calls] == ["a", "b"]
 
 
-async def test_informer_resumes_across_channel_swaps_without_loss_or_duplicates(apiserver: ApiServer,
-                                                                                admin: Clientset) -> None:
+async def test_informer_resumes_across_channel_swaps_without_loss_or_duplicates(
+    apiserver: ApiServer, admin: Clientset
+) -> None:
     rec = Recorder()
     async with switchable(apiserver) as src:
         cs = Clientset(src, qps=0, burst=0)
@@ -834,4 +846,3 @@ async def test_wait_for_revision_returns_at_once_when_reached() -> None:
     informer.advance("7")
     async with asyncio.timeout(1):
         await waiter
-

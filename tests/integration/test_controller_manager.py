@@ -551,3 +551,79 @@ async def test_kubectl_scale_and_rollout_status_on_the_real_manifests(cluster: C
     assert len(names) == 4, names
     for name in names:
         await kubectl_async(kc, "rollout", "status", name, "--timeout=90s")
+
+
+async def test_recreate_removes_every_old_pod_before_the_first_new_one(cluster: Cluster) -> None:
+    await cluster.start_controller_manager("cm-1")
+    admin = cluster.admin
+    d = deployment("batch", 3)
+    d.spec.strategy.Clear()
+    d.spec.strategy.type = "Recreate"
+    await admin.deployments.create(d)
+    _, rss = await wait_rolled_out(cluster, "batch")
+    old_hash = rss[0].metadata.labels["pod-template-hash"]
+    mixed: list[int] = []
+
+    async with observing(admin, "batch") as obs:
+        original = obs.apply
+
+        def apply(events: list[object]) -> None:
+            original(events)
+            hashes = {p.metadata.labels["pod-template-hash"] for p in obs.pods.values() if active(p)}
+            if len(hashes) > 1:
+                mixed.append(obs.batches)
+
+        obs.apply = apply  # type: ignore[method-assign]
+        await set_image(admin, "batch", "nginx:1.26")
+        _, rss = await wait_rolled_out(cluster, "batch")
+    assert not mixed, f"old and new pods active together at batches {mixed[:5]}"
+    new = [rs for rs in rss if rs.spec.replicas == 3]
+    assert len(new) == 1 and new[0].metadata.labels["pod-template-hash"] != old_hash
+
+
+async def test_a_rollout_that_cannot_progress_exceeds_its_deadline(cluster: Cluster) -> None:
+    await cluster.start_controller_manager("cm-1")
+    admin = cluster.admin
+    d = deployment("stuck", 2)
+    d.spec.progress_deadline_seconds = 3
+    d.spec.template.spec.node_selector["no-such-label"] = "anywhere"  # never scheduled
+    await admin.deployments.create(d)
+
+    def timed_out(dep: pb.Deployment) -> bool:
+        c = condition(dep, "Progressing")
+        return c is not None and (c.status, c.reason) == ("False", "ProgressDeadlineExceeded")
+
+    got = await eventually(lambda: admin.deployments.get(NS, "stuck"), timed_out, "ProgressDeadlineExceeded")
+    available = condition(got, "Available")
+    assert available is not None and (available.status, available.reason) == (
+        "False",
+        "MinimumReplicasUnavailable",
+    )
+    assert got.status.replicas == 2 and got.status.available_replicas == 0
+
+
+async def test_a_paused_leader_resumed_after_the_failover_lands_no_write(cluster: Cluster) -> None:
+    """SIGSTOP the leader mid-rollout past its lease: the standby takes over and finishes; when the
+    old leader wakes, whatever it still had to write is refused as fenced, and it stops leading."""
+    admin = cluster.admin
+    first = await cluster.start_controller_manager("cm-1", "--on-lost-lease", "standby")
+    await eventually(cluster.holder, lambda h: h == "cm-1", "cm-1 leads")
+    await cluster.start_controller_manager("cm-2")
+    replicas, surge = 4, 1
+    await admin.deployments.create(deployment("paused", replicas, surge=surge, unavailable=0))
+    await wait_rolled_out(cluster, "paused")
+    async with observing(admin, "paused") as obs:
+        await set_image(admin, "paused", "nginx:1.26")
+        first.process.send_signal(signal.SIGSTOP)
+        try:
+            await eventually(cluster.holder, lambda h: h == "cm-2", "cm-2 takes over")
+            _, rss = await wait_rolled_out(cluster, "paused")
+        finally:
+            first.process.send_signal(signal.SIGCONT)
+        await eventually(first.leading, lambda v: v == 0.0, "cm-1 no longer says it leads")
+        await eventually(
+            lambda: app_pods(admin, "paused"), lambda ps: len(ps) == replicas, f"{replicas} pods"
+        )
+    assert obs.max_active <= replicas + surge, f"{obs.max_active} active pods\n{cluster.logs()}"
+    live = [rs for rs in rss if rs.spec.replicas > 0]
+    assert len(live) == 1 and live[0].spec.replicas == replicas

@@ -142,6 +142,31 @@ def test_failover_bench_stop_json_contract_and_safety(capsys: pytest.CaptureFixt
     _check_nothing_left(err)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fencing", ["on", "off"])
+def test_failover_bench_zombie_proves_fencing_both_ways(
+    capsys: pytest.CaptureFixture[str], fencing: str
+) -> None:
+    """A zombie leader's binds land after its successor took the lease: with fencing they are
+    rejected (and none accepted); without it some are accepted, the run says so and exits 3."""
+    code = failover_bench.main(
+        ["--trials", "1", "--fault", "zombie", "--fencing", fencing, *SHORT, "--rate", "20"]
+    )
+    out, err = capsys.readouterr()
+    result = json.loads(out.strip().splitlines()[-1])
+    print(err[-3000:])
+    assert result["fault"] == "zombie" and result["per_trial"][0]["outcome"] == "failover", err[-3000:]
+    if fencing == "on":
+        assert code == 0, err[-4000:]
+        assert result["stale_writes_rejected"] > 0 and result["stale_writes_accepted"] == 0, result
+        assert result["safety_violations"] == []
+    else:
+        assert code == failover_bench.SAFETY_EXIT_CODE, err[-4000:]
+        assert result["stale_writes_accepted"] > 0, result
+        assert result["safety_violations"] and "SAFETY VIOLATION" in err
+    _check_nothing_left(err)
+
+
 def test_targets_and_ratio_are_pure_functions_of_the_result() -> None:
     def res(election: str, fault: str, f2a: float, e2a: float, gap: float, stale: int = 0) -> dict:
         def s(v: float) -> dict:

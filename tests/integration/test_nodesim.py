@@ -117,8 +117,10 @@ async def test_nodes_register_ready_with_labels_and_renewing_leases(apiserver: A
         first = {name: parse_time(le.spec.renew_time) for name, le in leases.items()}
 
         async def all_renewed() -> bool:
-            now = {le.metadata.name: parse_time(le.spec.renew_time)
-                   for le in (await admin.leases.list(NODE_LEASE_NAMESPACE)).items}
+            now = {
+                le.metadata.name: parse_time(le.spec.renew_time)
+                for le in (await admin.leases.list(NODE_LEASE_NAMESPACE)).items
+            }
             return all(now[n] > first[n] for n in first)
 
         await eventually(all_renewed, "every lease renewed")
@@ -137,6 +139,7 @@ async def test_bound_pod_runs_gains_image_and_is_forgotten_when_deleted(apiserve
         fleet=FleetConfig(count=2, name_prefix="run-"),
         image_pull_bandwidth=20.0 * Mi,
         default_image_size=2 * Mi,  # a 0.1 s pull
+        termination_delay=0.5,
         **FAST,
     )
     async with NodeSimulator(cs, cfg).running() as sim:
@@ -153,7 +156,10 @@ async def test_bound_pod_runs_gains_image_and_is_forgotten_when_deleted(apiserve
         assert ipaddress.ip_address(st.pod_ip) in node.spec.pod_cidr
         assert st.host_ip == node.internal_ip and st.start_time
         assert {c.type for c in st.conditions if c.status == "True"} >= {
-            "PodScheduled", "Initialized", "ContainersReady", "Ready"
+            "PodScheduled",
+            "Initialized",
+            "ContainersReady",
+            "Ready",
         }
         assert [(c.name, c.ready) for c in st.container_statuses] == [("app", True)]
 
@@ -174,7 +180,23 @@ async def test_bound_pod_runs_gains_image_and_is_forgotten_when_deleted(apiserve
 
         assert (await eventually(second_running, "web2 Running")).status.pod_ip != st.pod_ip
 
-        await admin.pods.delete("default", "web")
+        # A graceful delete (the default 30 s): Terminating, containers stopped, then removed by the
+        # simulated kubelet, here after its 0.5 s --termination-delay.
+        terminating = await admin.pods.delete("default", "web")
+        assert terminating.metadata.deletion_timestamp
+        assert terminating.metadata.deletion_grace_period_seconds == 30
+
+        async def stopped() -> pb.Pod | None:
+            try:
+                p = await admin.pods.get("default", "web")
+            except NotFoundError:
+                return None
+            ready = {c.type: c.status for c in p.status.conditions}.get("Ready")
+            return p if ready == "False" else None
+
+        stopping = await eventually(stopped, "the terminating pod's containers reported stopped")
+        assert stopping.status.phase == "Running" and stopping.metadata.deletion_timestamp
+        assert [(c.name, c.ready) for c in stopping.status.container_statuses] == [("app", False)]
 
         async def forgotten() -> bool:
             return "default/web" not in node.pods
@@ -200,6 +222,7 @@ async def test_restarted_simulator_adopts_its_nodes_and_running_pods(apiserver: 
     lease_before = await admin.leases.get(NODE_LEASE_NAMESPACE, "again-0")
 
     async with NodeSimulator(cs, cfg).running() as sim:
+
         async def adopted() -> bool:
             return sim.stats.pods_adopted == 1
 
@@ -272,8 +295,10 @@ async def test_churn_with_simulated_nodes(apiserver: ApiServer) -> None:
     async with NodeSimulator(cs, cfg).running() as sim:
         task = asyncio.create_task(binder())
         try:
-            wl = Workload(wcs, WorkloadConfig(rate=10, total=6, delete_after=0.2, drain_timeout=DEADLINE_S,
-                                              run_id="churn"))
+            wl = Workload(
+                wcs,
+                WorkloadConfig(rate=10, total=6, delete_after=0.2, drain_timeout=DEADLINE_S, run_id="churn"),
+            )
             summary = await asyncio.wait_for(wl.run(), DEADLINE_S + 10)
         finally:
             task.cancel()
@@ -306,11 +331,28 @@ async def test_cli_processes(apiserver: ApiServer, tmp_path: Path) -> None:
     conn = ["--server", apiserver.address, "--pki-dir", str(apiserver.pki.dir)]
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kse", "nodesim", *conn, "--nodes", "3", "--zones", "a,b",
-            "--heartbeat-interval", "500ms", "--ready-file", str(ready_file), "--log-level", "debug",
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=_env(),
+            sys.executable,
+            "-m",
+            "kse",
+            "nodesim",
+            *conn,
+            "--nodes",
+            "3",
+            "--zones",
+            "a,b",
+            "--heartbeat-interval",
+            "500ms",
+            "--ready-file",
+            str(ready_file),
+            "--log-level",
+            "debug",
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env=_env(),
         )
     try:
+
         async def is_ready() -> dict[str, Any] | None:
             if proc.returncode is not None:
                 raise AssertionError(f"nodesim exited with {proc.returncode}: {log_path.read_text()}")
@@ -324,9 +366,22 @@ async def test_cli_processes(apiserver: ApiServer, tmp_path: Path) -> None:
         assert all(ready(n) for n in nodes)
 
         wl = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kse", "workload", *conn, "--rate", "10", "--total", "5", "--json",
-            "--run-id", "cli", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=REPO_ROOT, env=_env(),
+            sys.executable,
+            "-m",
+            "kse",
+            "workload",
+            *conn,
+            "--rate",
+            "10",
+            "--total",
+            "5",
+            "--json",
+            "--run-id",
+            "cli",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO_ROOT,
+            env=_env(),
         )
         out, err = await asyncio.wait_for(wl.communicate(), DEADLINE_S)
         assert wl.returncode == 0, err.decode()
@@ -337,9 +392,22 @@ async def test_cli_processes(apiserver: ApiServer, tmp_path: Path) -> None:
         # Unbounded, until SIGTERM: in-flight creates finish, and the summary still comes out.
         wl_ready = tmp_path / "workload.ready"
         wl = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kse", "workload", *conn, "--rate", "20", "--json", "--run-id", "sig",
-            "--ready-file", str(wl_ready), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=REPO_ROOT, env=_env(),
+            sys.executable,
+            "-m",
+            "kse",
+            "workload",
+            *conn,
+            "--rate",
+            "20",
+            "--json",
+            "--run-id",
+            "sig",
+            "--ready-file",
+            str(wl_ready),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO_ROOT,
+            env=_env(),
         )
         wcs = await clientset(apiserver, "workload")
 

@@ -26,6 +26,7 @@ def _outcome(passed: bool, errors: list[str] | None = None) -> runner.RunOutcome
             "no_overcommit",
             "no_stale_writes",
             "watch_integrity",
+            "audit_matches_etcd",
         )
     }
     inv["no_stale_writes"] = InvariantResult(
@@ -71,6 +72,7 @@ def test_json_contract_and_exit_0(stub_run: list[Any], capsys: pytest.CaptureFix
         "no_overcommit",
         "no_stale_writes",
         "watch_integrity",
+        "audit_matches_etcd",
     }
     assert out["invariants"]["no_stale_writes"] == {"passed": True, "detail": "0"}
     assert out["faults"] == [

@@ -55,6 +55,7 @@ def test_minimal_defaults() -> None:
         "no_overcommit",
         "no_stale_writes",
         "watch_integrity",
+        "audit_matches_etcd",
     )
     assert s.cluster.etcd_members == 1 and s.cluster.lease_duration == 15.0
     assert s.faults == (FaultSpec("kill", "leader", at=5.0),)
@@ -179,7 +180,7 @@ def test_minimal_defaults() -> None:
         (base(faults=[{"at": 1, "fault": "kill", "target": "all"}]), "faults[0].target: `all` is a target"),
         (
             base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "jitter"}]),
-            "faults[0].mode: must be one of blackhole, delay, loss",
+            "faults[0].mode: must be one of blackhole, delay, delay-up, loss",
         ),
         (
             base(faults=[{"at": 1, "fault": "partition", "target": "leader", "mode": "delay"}]),

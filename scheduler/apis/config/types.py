@@ -380,6 +380,50 @@ class KubeSchedulerProfile:
 
 
 @dataclass
+class ExtenderManagedResource:
+    """kube-scheduler config/v1 ExtenderManagedResource: an extended resource the extender
+    manages; with ``ignoredByScheduler`` NodeResourcesFit does not check it."""
+
+    name: str = ""
+    ignored_by_scheduler: bool = False
+
+
+@dataclass
+class ExtenderTLSConfig:
+    """kube-scheduler config/v1 ExtenderTLSConfig. The ``*Data`` fields are Go ``[]byte``: base64
+    text in the file (validation decodes them)."""
+
+    insecure: bool = False
+    server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    ca_file: str = ""
+    cert_data: str = ""
+    key_data: str = ""
+    ca_data: str = ""
+
+
+@dataclass
+class Extender:
+    """kube-scheduler config/v1 Extender: an HTTP(S) webhook called at Filter, Score (as
+    "prioritize"), Bind and preemption (see ``scheduler.extender``)."""
+
+    url_prefix: str = ""
+    filter_verb: str = ""
+    preempt_verb: str = ""
+    prioritize_verb: str = ""
+    weight: int = 0
+    bind_verb: str = ""
+    enable_https: bool = field(default=False, metadata={"json": "enableHTTPS"})
+    tls_config: ExtenderTLSConfig | None = None
+    # None: upstream's DefaultExtenderTimeout (5 s), applied when the extender is built.
+    http_timeout: Duration | None = None
+    node_cache_capable: bool = False
+    managed_resources: list[ExtenderManagedResource] = field(default_factory=list)
+    ignorable: bool = False
+
+
+@dataclass
 class KubeSchedulerConfiguration:
     api_version: str = ""
     kind: str = ""
@@ -394,8 +438,7 @@ class KubeSchedulerConfiguration:
     pod_initial_backoff_seconds: int | None = None
     pod_max_backoff_seconds: int | None = None
     profiles: list[KubeSchedulerProfile] = field(default_factory=list)
-    # Kept raw: kse refuses extenders (validation), so their fields are not modelled.
-    extenders: list[dict[str, Any]] = field(default_factory=list)
+    extenders: list[Extender] = field(default_factory=list)
     delay_cache_until_active: bool = False
 
     def profile(self, scheduler_name: str) -> KubeSchedulerProfile | None:

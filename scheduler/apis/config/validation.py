@@ -12,7 +12,8 @@ Where kse is stricter than upstream, on purpose:
 - an explicit score weight of 0 or less is refused (upstream reads 0 as 1, and lets a negative
   weight invert the plugin's scores);
 - NodeResourcesFit args are validated here (upstream only does it when the plugin is built);
-- extenders, ``delayCacheUntilActive: true`` and the alpha workload-aware fields are refused.
+- extenders: see ``validation_extenders``;
+- ``delayCacheUntilActive: true`` and the alpha workload-aware fields are refused.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from .types import (
     required,
     to_dict,
 )
+from .validation_extenders import validate_extenders
 
 MAX_CUSTOM_PRIORITY_SCORE = 10  # upstream config.MaxCustomPriorityScore
 SCORING_STRATEGY_TYPES = ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -182,8 +184,7 @@ def validate(cfg: KubeSchedulerConfiguration, *, known_plugins: Collection[str])
                 "podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds"
             )
         )
-    if cfg.extenders:
-        errs.append(forbidden("extenders", "kse does not implement scheduler extenders"))
+    errs += validate_extenders(cfg.extenders)
     if cfg.delay_cache_until_active:
         errs.append(
             forbidden(

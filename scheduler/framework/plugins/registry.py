@@ -23,6 +23,7 @@ from scheduler.framework.plugins import (
     unsupportedfeatures,
 )
 from scheduler.framework.plugins.noderesources import balanced_allocation, fit
+from scheduler.framework.plugins.samples import imageprepull
 
 REGISTRY: dict[str, PluginFactory] = {
     queuesort.NAME: queuesort.new,
@@ -39,4 +40,6 @@ REGISTRY: dict[str, PluginFactory] = {
     interpodaffinity.NAME: interpodaffinity.new,
     unsupportedfeatures.NAME: unsupportedfeatures.new,
     defaultbinder.NAME: defaultbinder.new,
+    # Samples: never in the default profile (scheduler/framework/plugins/samples).
+    imageprepull.NAME: imageprepull.new,
 }

@@ -845,10 +845,77 @@ VALIDATION_CASES = [
         ),
         [],
     ),
+    # Extenders: upstream validation_test.go's extender cases, then kse's stricter ones.
     (
-        "extenders-refused",
+        "good-extender",
         GOOD + "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  prioritizeVerb: prioritize\n  weight: 1\n",
-        ["extenders: Forbidden: kse does not implement scheduler extenders"],
+        [],
+    ),
+    (
+        "extender-negative-weight",
+        GOOD + "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  prioritizeVerb: prioritize\n  weight: -2\n",
+        ["extenders[0].weight: Invalid value: -2: must have a positive weight applied to it"],
+    ),
+    (
+        "extender-duplicate-managed-resources",
+        GOOD
+        + "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  managedResources:\n"
+        + "  - name: example.com/foo\n  - name: example.com/foo\n",
+        [
+            'extenders[0].managedResources[1].name: Invalid value: "example.com/foo": '
+            "duplicate extender managed resource name"
+        ],
+    ),
+    (
+        "extender-native-managed-resource",
+        GOOD + "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  managedResources:\n  - name: cpu\n",
+        ['extenders[0].managedResources[0].name: Invalid value: "cpu": is an invalid extended resource name'],
+    ),
+    (
+        "extender-duplicate-bind",
+        GOOD
+        + "extenders:\n- urlPrefix: http://127.0.0.1:8888/\n  bindVerb: bind\n"
+        + "- urlPrefix: http://127.0.0.1:8889/\n  bindVerb: bind\n",
+        ['extenders: Invalid value: "found 2 extenders implementing bind": only one extender can implement bind'],
+    ),
+    (
+        "extender-without-url",
+        GOOD + "extenders:\n- filterVerb: filter\n",
+        ["extenders[0].urlPrefix: Required value: the extender's base URL, e.g. http://127.0.0.1:8888/scheduler"],
+    ),
+    (
+        "extender-bad-url",
+        GOOD + "extenders:\n- urlPrefix: 127.0.0.1:8888\n  filterVerb: filter\n",
+        ['extenders[0].urlPrefix: Invalid value: "127.0.0.1:8888": must be an http:// or https:// URL with a host'],
+    ),
+    (
+        "extender-https-over-http",
+        GOOD + "extenders:\n- urlPrefix: http://127.0.0.1:8888\n  enableHTTPS: true\n",
+        [
+            'extenders[0].urlPrefix: Invalid value: "http://127.0.0.1:8888": must be an https:// URL when '
+            "enableHTTPS is set"
+        ],
+    ),
+    (
+        "extender-tls-config",
+        GOOD
+        + "extenders:\n- urlPrefix: https://127.0.0.1:8888\n  tlsConfig:\n    caData: not-base64!\n"
+        + "    certFile: /c.pem\n    keyFile: /k.pem\n    keyData: a2V5\n",
+        [
+            'extenders[0].tlsConfig.keyData: Forbidden: keyFile and keyData are exclusive',
+            'extenders[0].tlsConfig.caData: Invalid value: "not-base64!": must be base64 '
+            "(Only base64 data is allowed)",
+        ],
+    ),
+    (
+        "extender-cert-without-key",
+        GOOD + "extenders:\n- urlPrefix: https://127.0.0.1:8888\n  tlsConfig:\n    certFile: /c.pem\n",
+        ["extenders[0].tlsConfig.keyFile: Required value: a client certificate needs its key (keyFile or keyData)"],
+    ),
+    (
+        "extender-negative-timeout",
+        GOOD + "extenders:\n- urlPrefix: http://127.0.0.1:8888\n  filterVerb: filter\n  httpTimeout: -1s\n",
+        ['extenders[0].httpTimeout: Invalid value: "-1s": must not be negative'],
     ),
 ]
 

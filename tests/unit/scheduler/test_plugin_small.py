@@ -267,6 +267,7 @@ def test_registry_builds_every_default_plugin() -> None:
         "InterPodAffinity",
         "UnsupportedFeatures",
         "DefaultBinder",
+        "ImagePrePull",  # a sample, not in the default profile
     }
     handle = FakeHandle()
     for name, factory in REGISTRY.items():

@@ -194,3 +194,38 @@ def test_clock_skew_is_hidden_and_the_refusal_is_gone() -> None:
         "--identity",
     ):
         assert flag in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "file_fields", "want"),
+    [
+        ([], "", (True, True)),  # upstream's defaults: profiling, and contention with it
+        (["--profiling=false"], "", (False, False)),
+        (["--contention-profiling=false"], "", (True, False)),
+        ([], "enableProfiling: false\n", (False, False)),
+        ([], "enableContentionProfiling: false\n", (True, False)),
+        (["--profiling"], "enableProfiling: false\n", (True, True)),  # a given flag wins
+        (["--contention-profiling"], "enableProfiling: false\n", (False, False)),  # needs profiling
+    ],
+)
+def test_profiling_flags_over_the_file(flags: list[str], file_fields: str, want: tuple[bool, bool]) -> None:
+    from scheduler.cli import resolve_profiling
+
+    cfg = load_scheduler_config(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + file_fields
+    )
+    assert resolve_profiling(build_parser().parse_args(flags), cfg) == want
+
+
+def test_extender_sample_refuses_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    from scheduler.extender.sample import main
+
+    for argv, want in (
+        (["--listen", "nowhere"], "--listen: expected HOST:PORT"),
+        (["--listen", "127.0.0.1:0", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+        (["--listen", "127.0.0.1:0", "--bind"], "an API server connection is required"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert want in capsys.readouterr().err

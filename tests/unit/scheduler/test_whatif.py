@@ -280,3 +280,16 @@ def test_what_if_error_codes(cluster: Path) -> None:
     with pytest.raises(WhatIfError) as e:
         what_if_files(cluster, "/nonexistent/pod.yaml")
     assert e.value.exit_code == 1
+
+
+def test_what_if_says_it_does_not_call_extenders(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from scheduler.framework.nodeinfo import Snapshot
+    from scheduler.whatif import load_framework
+
+    config = tmp_path / "ksc.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "extenders:\n- urlPrefix: http://127.0.0.1:1\n  filterVerb: filter\n"
+    )
+    load_framework(config, Snapshot())
+    assert "extender(s) are not called" in caplog.text

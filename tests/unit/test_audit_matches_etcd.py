@@ -1,0 +1,62 @@
+"""audit_matches_etcd on hand-made histories: passes when the audit log and etcd agree, fails on a
+lost acknowledged write and on a write etcd has that the log never mentions (unless the API
+server was being killed then)."""
+
+from __future__ import annotations
+
+from chaos.checker.etcd_invariants import audit_matches_etcd
+from chaos.etcd_history import EtcdWrite, parse_key
+from chaos.history import FaultRecord, History
+from kse.audit import AuditRecord
+
+
+def audit(name: str, rev: int, verb: str = "create") -> AuditRecord:
+    return AuditRecord(ts=float(rev), user="u", verb=verb, resource="pods", namespace="default", name=name,
+                       code="OK", revision=rev)  # fmt: skip
+
+
+def put(name: str, rev: int) -> EtcdWrite:
+    return EtcdWrite(rev, "PUT", "pods", "default", name)
+
+
+def test_agreement_passes() -> None:
+    h = History(audit=[audit("a", 5), audit("b", 6)], etcd_writes=[put("a", 5), put("b", 6)])
+    result = audit_matches_etcd(h)
+    assert result.passed and result.counts["lost"] == 0 and result.counts["unaudited"] == 0
+
+
+def test_an_acknowledged_write_missing_from_etcd_fails() -> None:
+    h = History(audit=[audit("a", 5), audit("b", 6), audit("c", 7)], etcd_writes=[put("a", 5), put("c", 7)])
+    result = audit_matches_etcd(h)
+    assert not result.passed and result.violations[0] == {
+        "kind": "lost", "verb": "create", "object": "pods/default/b", "revision": 6
+    }  # fmt: skip
+
+
+def test_a_write_the_log_never_mentions_fails_unless_the_apiserver_was_killed() -> None:
+    writes = [put("a", 5), put("in-doubt", 6)]
+    h = History(audit=[audit("a", 5)], etcd_writes=writes)
+    result = audit_matches_etcd(h)
+    assert not result.passed and result.violations[0]["object"] == "pods/default/in-doubt"
+    killed = History(
+        audit=[audit("a", 5)], etcd_writes=writes, faults=[FaultRecord(5.5, "kill", "apiserver")]
+    )
+    result = audit_matches_etcd(killed)
+    assert result.passed and result.counts["unaudited"] == 1
+
+
+def test_a_multi_key_transaction_is_audited_by_one_of_its_keys() -> None:
+    # An eviction: the PDB's status and the pod's deletion in one revision, audited as the pod's.
+    writes = [put("a", 5), EtcdWrite(6, "PUT", "poddisruptionbudgets", "default", "web"), put("a", 6)]
+    h = History(audit=[audit("a", 5), audit("a", 6, verb="evict")], etcd_writes=writes)
+    assert audit_matches_etcd(h).passed
+
+
+def test_without_etcd_history_it_skips() -> None:
+    assert audit_matches_etcd(History(audit=[audit("a", 5)])).detail.startswith("SKIPPED")
+
+
+def test_keys_of_the_prefix() -> None:
+    assert parse_key(b"/registry", b"/registry/pods/default/web-1") == ("pods", "default", "web-1")
+    assert parse_key(b"/registry", b"/registry/nodes/n1") == ("nodes", "", "n1")
+    assert parse_key(b"/registry", b"/registry/.progress-marker") == ("", "", "")
