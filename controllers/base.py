@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from google.protobuf.message import Message
+
 from controllers.workqueue import WorkqueueMetrics
 from kse.client.clientset import Clientset
 from kse.client.informer import InformerFactory
@@ -60,13 +62,13 @@ class ControllerContext:
     events: EventRecorder | None = None
 
     def event(
-        self, obj: object, kind: str, event_type: str, reason: str, message: str, *, component: str
+        self, obj: Message, kind: str, event_type: str, reason: str, message: str, *, component: str
     ) -> None:
         """Record an event about a workload object (`kind` in apps/v1), as upstream's recorders
         do (`SuccessfulCreate`, `ScalingReplicaSet`, ...); never blocks."""
         if self.events is not None:
             self.events.eventf(
-                obj,  # type: ignore[arg-type]
+                obj,
                 event_type,
                 reason,
                 "",

@@ -49,7 +49,7 @@ def new_controller_ref(owner_meta: pb.ObjectMeta, api_version: str, kind: str) -
     )
 
 
-Write = Callable[[T], Awaitable[object]]
+Write = Callable[[T], Awaitable[T]]
 
 
 async def claim(
@@ -88,11 +88,11 @@ async def claim(
         adopted.metadata.owner_references.append(ref)
         result = await _try(update, adopted, "adopt", meta)
         if result is not None:
-            claimed.append(result)  # type: ignore[arg-type]
+            claimed.append(result)
     return claimed
 
 
-async def _try(update: Write[T], obj: T, what: str, meta: pb.ObjectMeta) -> object | None:
+async def _try(update: Write[T], obj: T, what: str, meta: pb.ObjectMeta) -> T | None:
     try:
         return await update(obj)
     except (NotFoundError, ConflictError) as e:

@@ -33,7 +33,7 @@ from controllers.workqueue import RateLimitingQueue
 from kse.client.errors import ApiError, NotFoundError
 from kse.events import NORMAL, WARNING
 from kse.objects.labels import SelectorError, label_selector_as_selector, selector_from_set
-from kse.objects.meta import key_of, object_key
+from kse.objects.meta import key_of
 from kse.objects.timeutil import format_time
 from proto import kse_pb2 as pb
 
@@ -376,7 +376,3 @@ def _copy_pod(pod: pb.Pod) -> pb.Pod:
     out = pb.Pod()
     out.CopyFrom(pod)
     return out
-
-
-def replica_set_key(namespace: str, name: str) -> str:
-    return object_key(namespace, name)

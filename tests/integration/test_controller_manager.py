@@ -529,6 +529,14 @@ async def test_kubectl_scale_and_rollout_status_on_the_real_manifests(cluster: C
     await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
     d = await cluster.admin.deployments.get(NS, "nginx-deployment")
     assert d.metadata.annotations["deployment.kubernetes.io/revision"] == "2"
+    # kubectl rollout history / undo read the ReplicaSets' revision annotations.
+    history = await kubectl_async(kc, "rollout", "history", "deployment/nginx-deployment")
+    assert "REVISION" in history.stdout and "2" in history.stdout, history
+    await kubectl_async(kc, "rollout", "undo", "deployment/nginx-deployment")
+    await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
+    d = await cluster.admin.deployments.get(NS, "nginx-deployment")
+    assert d.metadata.annotations["deployment.kubernetes.io/revision"] == "3"
+    assert d.spec.template.spec.containers[0].image == "nginx:1.14.2"
     bad = await kubectl_async(kc, "scale", "deployment/nginx-deployment", "--replicas=-1", check=False)
     assert bad.returncode != 0
 
@@ -627,3 +635,22 @@ async def test_a_paused_leader_resumed_after_the_failover_lands_no_write(cluster
     assert obs.max_active <= replicas + surge, f"{obs.max_active} active pods\n{cluster.logs()}"
     live = [rs for rs in rss if rs.spec.replicas > 0]
     assert len(live) == 1 and live[0].spec.replicas == replicas
+
+
+async def test_sigterm_releases_the_lease_and_exits_0_and_metrics_and_health_answer(cluster: Cluster) -> None:
+    first = await cluster.start_controller_manager("cm-1")
+    await eventually(cluster.holder, lambda h: h == "cm-1", "cm-1 leads")
+    second = await cluster.start_controller_manager("cm-2")
+    for proc, leading in ((first, 1.0), (second, 0.0)):
+        await eventually(
+            proc.leading, lambda v, want=leading: v == want, f"{proc.name} master status {leading}"
+        )
+        code, body = await http_get(str(proc.info["metrics"]), "/healthz?verbose", within=5.0)
+        assert code == 200 and "[+]leaderElection ok" in body, body
+        code, _ = await http_get(str(proc.info["metrics"]), "/readyz", within=5.0)
+        assert code == 200
+    assert await first.stop() == 0
+    lease = await cluster.admin.leases.get(LEASE_NS, LEASE_NAME)
+    # Released (holder "" and a 1 s lease) or already taken by the standby, which needs no expiry.
+    assert lease.spec.holder_identity in ("", "cm-2")
+    await eventually(cluster.holder, lambda h: h == "cm-2", "cm-2 takes the released lease", within=10)

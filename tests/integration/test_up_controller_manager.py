@@ -56,6 +56,10 @@ async def test_kse_up_runs_two_controller_managers_and_chaos_kills_their_leader(
         roles = {name: p["role"] for name, p in info["processes"].items()}
         assert roles["controller-manager-1"] == roles["controller-manager-2"] == "controller-manager"
         assert info["processes"]["controller-manager-1"]["identity"].startswith("controller-manager-1_")
+        snap = cluster.snapshot()  # the status view lists them among the processes
+        assert snap is not None
+        shown = {p.name for p in snap.processes}
+        assert {"controller-manager-1", "controller-manager-2"} <= shown, shown
 
         first = await polling.eventually(
             cluster.controller_manager_leader, lambda r: r is not None, "a controller-manager leader", 30
