@@ -156,6 +156,9 @@ class SimNode:
     registered_at: float = 0.0  # wall clock
     registered: bool = False
     lost: bool = False  # the Node was deleted under us: stop writing for it
+    stopped: bool = False  # its kubelet is down (`NodeSimulator.stop_kubelet`): no writes at all
+    beat_epoch: int = 0  # bumped when a stopped kubelet starts: older queued renewals are dropped
+    kubelet_version: str = ""  # overrides the template's nodeInfo.kubeletVersion ("upgraded")
     status_dirty: bool = False
     heartbeat_failures: int = 0
     stats: NodeStats = field(default_factory=NodeStats)
@@ -209,6 +212,8 @@ class SimNode:
         status.addresses.extend(base.addresses)
         status.images.extend(self.cache.status_images())
         status.node_info.CopyFrom(base.node_info)
+        if self.kubelet_version:
+            status.node_info.kubelet_version = self.kubelet_version
         return status
 
     def status_update(self, now: float) -> pb.Node:
