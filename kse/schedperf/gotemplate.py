@@ -363,6 +363,8 @@ class _PipeParser:
         self.where = where
         pos = 0
         text = text.strip()
+        if re.match(r"\$\w*\s*:?=", text):
+            raise TemplateError(f"{where}: template variables are not supported")
         while pos < len(text):
             m = _TOKEN.match(text, pos)
             if m is None or m.end() == pos:
