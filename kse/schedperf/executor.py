@@ -294,7 +294,8 @@ class Executor:
             deadline = time.monotonic() + op["Duration"]
             while (left := deadline - time.monotonic()) > 0:
                 try:
-                    name = await asyncio.wait_for(queue.get(), timeout=left)
+                    async with asyncio.timeout(left):  # not wait_for (3.11 can swallow a cancel)
+                        name = await queue.get()
                 except TimeoutError:
                     break
                 scheduled += 1

@@ -96,6 +96,8 @@ class Renderer:
         if len(decoded) != 1:
             raise ConfigError(f"template {path}: want exactly one object, got {len(decoded)}")
         d = decoded[0]
+        if d.obj.WhichOneof("kind") == "node" and not d.obj.node.status.allocatable:
+            d.obj.node.status.allocatable.update(d.obj.node.status.capacity)
         if d.unknown_fields and path not in self._warned:
             self._warned.add(path)
             self.warnings.append(
@@ -111,10 +113,7 @@ class Renderer:
         obj = self.render(path, index, count, params)
         if obj.WhichOneof("kind") != "node":
             raise ConfigError(f"template {path}: want a Node, got {kind_of(obj).kind}")
-        node = obj.node
-        if not node.status.allocatable:
-            node.status.allocatable.update(node.status.capacity)
-        return node
+        return obj.node
 
     def pod(self, path: str | None, index: int, count: int, params: Mapping[str, Any]) -> pb.Pod:
         if path is None:

@@ -90,7 +90,10 @@ class InProcessCluster:
             if qpi is None:
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), IDLE_WAIT)
+                    # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation
+                    # that arrives as its inner wait completes, and the loop would never stop
+                    async with asyncio.timeout(IDLE_WAIT):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
                 self.queue.flush_backoff_completed()
