@@ -530,6 +530,11 @@ class Template:
         self.name = name
         self.nodes = _parse(text, name)
 
+    @property
+    def static(self) -> bool:
+        """True when the template has no actions: it renders the same text for any data."""
+        return all(isinstance(n, _Text) for n in self.nodes)
+
     def execute(self, data: Any) -> str:
         out: list[str] = []
         self._run(self.nodes, data, data, out)

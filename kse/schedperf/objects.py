@@ -63,6 +63,7 @@ class Renderer:
 
     def __init__(self) -> None:
         self._templates: dict[str, Template] = {}
+        self._static: dict[str, pb.Object] = {}  # decoded once: templates without actions
         self.warnings: list[str] = []
         self._warned: set[str] = set()
 
@@ -82,6 +83,11 @@ class Renderer:
 
     def render(self, path: str, index: int, count: int, params: Mapping[str, Any] | None = None) -> pb.Object:
         """The one object of template `path` for `.Index` = index, `.Count` = count."""
+        cached = self._static.get(path)
+        if cached is not None:
+            out = pb.Object()
+            out.CopyFrom(cached)
+            return out
         data: dict[str, Any] = dict(params or {})
         data["Index"] = index
         data["Count"] = count
@@ -103,6 +109,11 @@ class Renderer:
             self.warnings.append(
                 f"template {path}: fields kse does not model were ignored: {', '.join(d.unknown_fields)}"
             )
+        if self._template(path).static:
+            self._static[path] = d.obj
+            out = pb.Object()
+            out.CopyFrom(d.obj)
+            return out
         return d.obj
 
     def node(
