@@ -46,6 +46,11 @@ def _matches(pod: pb.Pod, selector: dict[str, str]) -> bool:
 
 
 def _attempted(pod: pb.Pod) -> bool:
+    """PodScheduled=False (the scheduler tried), or held by a scheduling gate: upstream's API
+    server marks a gated pod PodScheduled=False/SchedulingGated when it is created
+    (pkg/registry/core/pod/strategy.go), which kse's does not, so the gate is read directly."""
+    if not pod.spec.node_name and len(pod.spec.scheduling_gates) > 0:
+        return True
     return any(c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions)
 
 

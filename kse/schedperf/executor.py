@@ -32,6 +32,7 @@ What each op does here, as upstream:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 import uuid
@@ -162,16 +163,15 @@ class Executor:
             )
 
     async def _stop_background(self) -> None:
-        if self.collector_task is not None:
-            self.collector_task.cancel()
-        for t in list(self.background) + ([self.collector_task] if self.collector_task else []):
+        """Cancel churn, background deletes and a collector left running, and wait for them."""
+        tasks = [*self.background, *([self.collector_task] if self.collector_task else [])]
+        for t in tasks:
             t.cancel()
-        for t in list(self.background) + ([self.collector_task] if self.collector_task else []):
-            try:
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-            except (asyncio.CancelledError, Exception):
-                pass
         self.background.clear()
+        self.collector_task = None
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
