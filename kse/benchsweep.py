@@ -26,19 +26,6 @@ KIB_PER_POD = 5
 MIN_RETAINED = 0.5  # throughput at the largest point / at the smallest
 
 
-def peak_rss_mib_of_pid(pid: int | None) -> float | None:
-    """VmHWM (peak resident set) of a live process, in MiB; None when it cannot be read."""
-    if pid is None:
-        return None
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def memory_budget_mib(point: dict[str, Any]) -> float:
     pods = int(point.get("init_pods", 0)) + int(point["pods"])
     return (KIB_PER_NODE * int(point["nodes"]) + KIB_PER_POD * pods) / 1024.0

@@ -38,7 +38,8 @@ from harness.bench.common import CpuMeter, percentile, progress, work_dir
 from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import start_cluster
 from harness.procs.launcher import Launcher, ManagedProcess, python_argv, ready_file_json
-from kse.benchsweep import peak_rss_mib_of_pid, report
+from harness.procs.proctable import peak_rss_mib
+from kse.benchsweep import report
 from kse.client.channel import secure_channel
 from kse.client.clientset import Clientset, ResourceClient
 from kse.client.informer import Informer
@@ -231,9 +232,9 @@ async def run(cfg: E2EConfig) -> dict[str, Any]:
                         )
                         # peak resident set of each process over the whole run (VmHWM), read
                         # while they are alive: what a --nodes sweep plots
-                        result["rss_mib"] = peak_rss_mib_of_pid(sched.pid)
-                        result["apiserver_rss_mib"] = peak_rss_mib_of_pid(api.pid)
-                        result["etcd_rss_mib"] = peak_rss_mib_of_pid(cluster.members[0].pid)
+                        result["rss_mib"] = peak_rss_mib(sched.pid)
+                        result["apiserver_rss_mib"] = peak_rss_mib(api.pid)
+                        result["etcd_rss_mib"] = peak_rss_mib(cluster.members[0].pid)
                     finally:
                         watch_task.cancel()
             result["work_dir"] = str(root) if cfg.keep else None
