@@ -97,6 +97,10 @@ async def run_workload(case: TestCase, w: Workload, new_cluster: NewCluster) -> 
         res.error = str(e)
         res.wall_s = time.monotonic() - t0
         return res
+    except Exception as e:  # an API error, a cluster that would not start: this workload failed
+        res.error = f"{type(e).__name__}: {e}"
+        res.wall_s = time.monotonic() - t0
+        return res
     res.wall_s = time.monotonic() - t0
     res.warnings = run.warnings
     for warning in run.warnings:
