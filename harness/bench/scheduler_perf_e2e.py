@@ -31,6 +31,7 @@ from harness.bench.scheduler_e2e import API_PREFIX, SchedulerProcess, _delta_sam
 from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import start_cluster
 from harness.procs.launcher import Launcher
+from harness.procs.proctable import process_cpu_seconds
 from kse.client.channel import secure_channel
 from kse.client.clientset import Clientset
 from kse.client.informer import Informer
@@ -192,6 +193,9 @@ class E2ECluster:
 
     async def settle(self) -> None:
         return None
+
+    def cpu_seconds(self) -> float | None:
+        return process_cpu_seconds(self.sched.pid) if self.sched is not None and self.sched.pid else None
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

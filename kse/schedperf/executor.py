@@ -86,6 +86,11 @@ class Cluster(Protocol):
 
     async def settle(self) -> None: ...
 
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the scheduler has used so far (None if unknown): pods per CPU second is
+        what the scheduler would reach with a core of its own, on a machine others share."""
+        ...
+
 
 @dataclass
 class Collection:
@@ -96,6 +101,7 @@ class Collection:
     attempt_ms: dict[str, float | None]
     scheduled: int
     elapsed_s: float
+    cpu_s: float | None = None
 
 
 @dataclass
@@ -120,6 +126,7 @@ class Executor:
         self.collector_task: asyncio.Task[None] | None = None
         self.collector_name = ""
         self.collector_t0 = 0.0
+        self.collector_cpu0: float | None = None
         self.run_result = WorkloadRun()
         self.background: set[asyncio.Task[None]] = set()
         self.steady: tuple[str, asyncio.Queue[str]] | None = None
@@ -462,6 +469,7 @@ class Executor:
         self.collector = ThroughputCollector(namespaces, selector)
         self.collector_name = name
         self.collector_t0 = time.monotonic()
+        self.collector_cpu0 = self.cluster.cpu_seconds()
         await self.cluster.attempts_start()
         self.collector_task = asyncio.ensure_future(self.collector.run())
 
@@ -475,6 +483,7 @@ class Executor:
             except asyncio.CancelledError:
                 pass
         c = self.collector
+        cpu0, cpu1 = self.collector_cpu0, self.cluster.cpu_seconds()
         self.run_result.collections.append(
             Collection(
                 name=self.collector_name,
@@ -482,6 +491,7 @@ class Executor:
                 attempt_ms=await self.cluster.attempts_stop(),
                 scheduled=c.scheduled,
                 elapsed_s=time.monotonic() - self.collector_t0,
+                cpu_s=cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None,
             )
         )
         self.collector = None

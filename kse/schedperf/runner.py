@@ -60,11 +60,16 @@ class Result:
     attempt_ms: dict[str, float | None] | None = None
     scheduled: int = 0
     elapsed_s: float = 0.0
+    cpu_s: float | None = None
     wall_s: float = 0.0
     skipped: str | None = None
     error: str | None = None
     ignored_feature_gates: dict[str, bool] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def pods_per_cpu_s(self) -> float | None:
+        return self.scheduled / self.cpu_s if self.cpu_s else None
 
     @property
     def ratio(self) -> float | None:
@@ -111,6 +116,7 @@ async def run_workload(case: TestCase, w: Workload, new_cluster: NewCluster) -> 
         res.attempt_ms = c.attempt_ms
         res.scheduled = c.scheduled
         res.elapsed_s = c.elapsed_s
+        res.cpu_s = c.cpu_s
     return res
 
 
@@ -165,7 +171,8 @@ def result_json(r: Result) -> dict[str, Any]:
 
 
 def format_table(results: list[Result]) -> str:
-    """A table for people: throughput buckets, the threshold and the ratio to it."""
+    """A table for people: throughput buckets, the threshold and the ratio to it, and the
+    scheduler's pods per CPU second over the collection (what a core of its own would give)."""
     header = (
         "workload",
         "avg pods/s",
@@ -175,6 +182,7 @@ def format_table(results: list[Result]) -> str:
         "threshold",
         "ratio",
         "attempt p50/p99 ms",
+        "pods/cpu-s",
         "note",
     )
     rows: list[tuple[str, ...]] = [header]
@@ -204,7 +212,7 @@ def format_table(results: list[Result]) -> str:
             r.name, num("Average"), num("Perc50"), num("Perc90"), num("Perc99"),
             f"{r.threshold:g}" if r.threshold else "-",
             f"{ratio:.2f}x" if ratio is not None else "-",
-            attempt, note,
+            attempt, f"{r.pods_per_cpu_s:.0f}" if r.pods_per_cpu_s else "-", note,
         ))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     lines = []

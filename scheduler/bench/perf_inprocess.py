@@ -226,6 +226,9 @@ class InProcessCluster:
     async def settle(self) -> None:
         self._kick()
 
+    def cpu_seconds(self) -> float | None:
+        return time.process_time()  # this process is the scheduler (and the ops' driver)
+
 
 def registered_plugins() -> list[str]:
     """The plugins this scheduler registers (what `PLUGIN_NEEDS` is checked against)."""
