@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
             return InProcessCluster(seed=args.seed)
 
     try:
-        results = asyncio.run(run_workloads(pairs, new_cluster, registered_plugins()))
+        results = asyncio.run(run_workloads(pairs, new_cluster, registered_plugins(e2e=args.e2e)))
     except KeyboardInterrupt:
         print("kse bench scheduler-perf: interrupted", file=sys.stderr)
         return 130

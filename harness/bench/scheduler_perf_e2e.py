@@ -16,7 +16,6 @@ Prometheus' histogram_quantile).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from kse.client.clientset import Clientset
 from kse.client.informer import Informer
 from kse.objects.kinds import kind_of, unwrap
 from kse.scrape import Samples, histogram_quantile
+from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 
 ATTEMPT_METRIC = "scheduler_scheduling_attempt_duration_seconds"
@@ -104,8 +104,9 @@ class E2ECluster:
             on_update=lambda old, new: self._changed(old, new),
             on_delete=self._deleted,
         )
-        task = asyncio.ensure_future(self.informer.run())
-        self._stack.push_async_callback(_cancel, task)
+        owner = TaskSet("scheduler-perf-e2e")
+        self._stack.push_async_callback(owner.aclose)
+        owner.spawn(self.informer.run(), name="scheduler-perf-pods")
         await self.informer.wait_for_sync()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -197,8 +198,3 @@ class E2ECluster:
     def cpu_seconds(self) -> float | None:
         return process_cpu_seconds(self.sched.pid) if self.sched is not None and self.sched.pid else None
 
-
-async def _cancel(task: asyncio.Task[Any]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

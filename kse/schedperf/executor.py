@@ -45,6 +45,7 @@ from kse.schedperf.config import Op, Params, TestCase, Workload
 from kse.schedperf.decode import ConfigError
 from kse.schedperf.metrics import ThroughputCollector
 from kse.schedperf.objects import HOSTNAME_LABEL, Renderer, name_object
+from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 
 WAIT_TIMEOUT = 600.0  # upstream: 10 minutes for pods to get scheduled
@@ -129,6 +130,7 @@ class Executor:
         self.collector_cpu0: float | None = None
         self.run_result = WorkloadRun()
         self.background: set[asyncio.Task[None]] = set()
+        self._owner = TaskSet("scheduler-perf-ops")  # owns every background op and the collector
         self.steady: tuple[str, asyncio.Queue[str]] | None = None
         cluster.on_scheduled = self._scheduled
 
@@ -181,7 +183,7 @@ class Executor:
         self.collector_task = None
 
     def _spawn(self, coro: Any) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        task: asyncio.Task[None] = self._owner.spawn(coro)
         self.background.add(task)
         task.add_done_callback(self._background_done)
 
@@ -471,7 +473,7 @@ class Executor:
         self.collector_t0 = time.monotonic()
         self.collector_cpu0 = self.cluster.cpu_seconds()
         await self.cluster.attempts_start()
-        self.collector_task = asyncio.ensure_future(self.collector.run())
+        self.collector_task = self._owner.spawn(self.collector.run(), name="throughput-collector")
 
     async def _stop_collecting(self) -> None:
         if self.collector is None:

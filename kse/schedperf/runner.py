@@ -130,7 +130,7 @@ async def run_workloads(
     for case, w in pairs:
         missing = missing_plugins(case, plugins)
         if missing:
-            reason = f"needs the {', '.join(missing)} plugin, which this scheduler does not register yet"
+            reason = f"needs the {', '.join(missing)} plugin, which this runner does not run yet"
             _progress(f"{case.name}/{w.name}: skipped: {reason}")
             out.append(Result(f"{case.name}/{w.name}", w.threshold or None, skipped=reason))
             continue
