@@ -16,6 +16,7 @@ apiserver.crt/.key          serving cert of the API server
 etcd-server.crt/.key        etcd serving + peer cert
 apiserver-etcd-client.*     the API server's client cert towards etcd
 scheduler-<i>.*             one per kube-scheduler replica (own key, own serial)
+controller-manager.*        system:kube-controller-manager (every controller-manager replica)
 admin, chaos, workload, nodesim, node-<name>   client identities
 ```
 """
@@ -43,6 +44,7 @@ ADMIN = "admin"
 CHAOS = "chaos"
 WORKLOAD = "workload"
 NODESIM = "nodesim"
+CONTROLLER_MANAGER = "controller-manager"
 SCHEDULER_PREFIX = "scheduler-"
 NODE_PREFIX = "node-"
 
@@ -133,6 +135,8 @@ def leaf_specs(
         LeafSpec(APISERVER_ETCD_CLIENT, "kube-apiserver-etcd-client"),
     ]
     specs += [LeafSpec(scheduler_stem(i), "system:kube-scheduler") for i in range(1, scheduler_replicas + 1)]
+    # As kubeadm's controller-manager.conf: the user system:kube-controller-manager, no groups.
+    specs.append(LeafSpec(CONTROLLER_MANAGER, "system:kube-controller-manager"))
     specs += [
         LeafSpec(ADMIN, "kse:admin", ("system:masters",)),
         LeafSpec(CHAOS, "kse:chaos", ("kse:chaos",)),

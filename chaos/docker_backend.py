@@ -78,9 +78,11 @@ ONEOFF_LABEL = "com.docker.compose.oneoff"
 RESTART_DELAY_S = 0.5
 ETCD_CLIENT_PORT = 2379
 _SCHEDULER = re.compile(r"scheduler-\d+")
+_CONTROLLER_MANAGER = re.compile(r"controller-manager-\d+")
 _ETCD = re.compile(r"etcd-\d+")
 # `kse scheduler` logs this once per start (scheduler/cli.py `serve`), with its election identity.
 _IDENTITY_LINE = re.compile(r"scheduler (\S+) starting: ")
+_CM_IDENTITY_LINE = re.compile(r"controller-manager (\S+) starting: ")
 
 
 class DockerError(BackendError):
@@ -335,18 +337,24 @@ class DockerBackend:
     async def etcd_members(self) -> list[str]:
         return sorted((s for s in await self._services() if _ETCD.fullmatch(s)), key=natural_key)
 
+    async def controller_managers(self) -> list[str]:
+        """The controller-manager services (not part of the protocol: the nemesis asks if it can)."""
+        services = await self._services()
+        return sorted((s for s in services if _CONTROLLER_MANAGER.fullmatch(s)), key=natural_key)
+
     async def identity(self, replica: str) -> str:
         """The election identity the replica's current start logged ("" before it has, or when it
         is not running): `kse scheduler` logs it once per start, and with compose's `hostname:` it is
         `<replica>_<uuid>`, new at every start, as kube-scheduler's."""
-        if not _SCHEDULER.fullmatch(replica):
-            raise BackendError(f"{replica!r} is not a scheduler replica")
+        cm = _CONTROLLER_MANAGER.fullmatch(replica) is not None
+        if not (cm or _SCHEDULER.fullmatch(replica)):
+            raise BackendError(f"{replica!r} is not a scheduler or controller-manager replica")
         cid = await self._container(replica)
         state = (await self.engine.inspect(cid)).get("State") or {}
         if not state.get("Running"):
             return ""
         text = await self.engine.logs(cid, since=_since(str(state.get("StartedAt", ""))))
-        found = _IDENTITY_LINE.findall(text)
+        found = (_CM_IDENTITY_LINE if cm else _IDENTITY_LINE).findall(text)
         return str(found[-1]) if found else ""
 
     async def pid(self, target: str) -> int | None:
@@ -403,7 +411,7 @@ class DockerBackend:
     async def _after_stop(self, target: str, cid: str, restart: bool) -> None:
         if not restart:
             return
-        if _SCHEDULER.fullmatch(target):
+        if _SCHEDULER.fullmatch(target) or _CONTROLLER_MANAGER.fullmatch(target):
             self._restarts[target] = self._restart_tasks.spawn(
                 self._restart_later(target, cid), name=f"restart-{target}"
             )

@@ -351,6 +351,8 @@ def _plan_kwargs(cfg: FailoverBenchConfig) -> dict[str, Any]:
 
     return {
         "replicas": 3,
+        # The bench measures the scheduler's failover: no controller-manager load beside it.
+        "controller_managers": 0,
         "nodes": cfg.nodes,
         "rate": cfg.rate,
         "election": cfg.shape().election,

@@ -105,7 +105,7 @@ class LocalBackend:
         return {**self._proxies, **own}
 
     def _replica(self, target: str) -> Replica | None:
-        for r in self.cluster.replicas:
+        for r in [*self.cluster.replicas, *getattr(self.cluster, "controller_managers", [])]:
             if r.name == target:
                 return r
         return None
@@ -127,6 +127,10 @@ class LocalBackend:
 
     async def replicas(self) -> list[str]:
         return sorted((r.name for r in self.cluster.replicas), key=natural_key)
+
+    async def controller_managers(self) -> list[str]:
+        """The controller-manager replicas (not part of the protocol: the nemesis asks if it can)."""
+        return sorted((r.name for r in getattr(self.cluster, "controller_managers", [])), key=natural_key)
 
     async def identity(self, replica: str) -> str:
         r = self._replica(replica)
@@ -353,6 +357,9 @@ class AttachedLocalBackend:
     async def replicas(self) -> list[str]:
         return sorted(self._read().by_role("scheduler"), key=natural_key)
 
+    async def controller_managers(self) -> list[str]:
+        return sorted(self._read().by_role("controller-manager"), key=natural_key)
+
     async def identity(self, replica: str) -> str:
         return self._entry(replica).identity or ""
 
@@ -392,7 +399,7 @@ class AttachedLocalBackend:
     async def _after_stop(self, target: str, old_pid: int) -> None:
         """Replicas: their supervisor restarts them in the background, as it does locally. The API
         server, etcd and the rest: wait for the running `kse up` to start it again (a new live pid)."""
-        if self._role(target) == "scheduler":
+        if self._role(target) in ("scheduler", "controller-manager"):
             return
         await self._wait_restarted(target, old_pid)
 

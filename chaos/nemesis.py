@@ -6,7 +6,8 @@ scheduler Lease through the API (the admin clientset), the same for every backen
 resolves its target when it fires, acts, and appends `FaultRecord`s (chaos.history) to the run's
 `faults.jsonl`, stamped with this machine's wall clock just before the fault is applied:
 
-    fault       replica (leader, standby, scheduler-N, random)    apiserver / etcd member
+    fault       replica (leader, standby, scheduler-N, random,    apiserver / etcd member
+                controller-manager-leader)
     kill        SIGKILL; its supervisor restarts it               SIGKILL; started again after `duration`
     term        SIGTERM (a leader releases its lease)             SIGTERM; started again after `duration`
     stop        SIGSTOP for `duration` s, then SIGCONT            the same
@@ -70,7 +71,8 @@ from chaos.history import (
     FaultRecord,
     JsonlWriter,
 )
-from chaos.scenario import ROTATION_STEP_S, FaultSpec
+from chaos.scenario import CONTROLLER_MANAGER_LEADER, ROTATION_STEP_S, FaultSpec
+from harness.up.plan import CONTROLLER_MANAGER_LEASE
 
 if TYPE_CHECKING:
     from kse.client.clientset import Clientset
@@ -202,9 +204,40 @@ class Nemesis:
                 raise NemesisError(f"no leader to hit within {within:g}s" + (f" ({last})" if last else ""))
             await asyncio.sleep(0.05)
 
+    async def controller_manager_leader(self) -> str | None:
+        """The controller-manager replica whose identity holds its Lease (read now), if any."""
+        from kse.client.errors import NotFoundError
+
+        names = getattr(self.backend, "controller_managers", None)
+        if names is None:
+            raise NemesisError(f"the {self.backend.name} backend cannot target the controller-manager")
+        try:
+            lease = await self.clientset.leases.get(*CONTROLLER_MANAGER_LEASE)
+        except NotFoundError:
+            return None
+        for r in await names():
+            if lease.spec.holder_identity and await self.backend.identity(r) == lease.spec.holder_identity:
+                return str(r)
+        return None
+
+    async def _controller_manager_target(self) -> str:
+        from kse.client.errors import ApiError
+
+        deadline = time.monotonic() + self.leader_within
+        while True:
+            with contextlib.suppress(ApiError):
+                r = await self.controller_manager_leader()
+                if r is not None:
+                    return r
+            if time.monotonic() >= deadline:
+                raise NemesisError(f"no controller-manager leader to hit within {self.leader_within:g}s")
+            await asyncio.sleep(0.05)
+
     async def _replica_target(self, target: str) -> str:
         if target == "leader":
             return await self.wait_for_leader(self.leader_within)
+        if target == CONTROLLER_MANAGER_LEADER:
+            return await self._controller_manager_target()
         replicas = await self.backend.replicas()
         if target == "standby":
             leader = await self.leader()

@@ -65,7 +65,9 @@ Faults (`chaos.nemesis`):
 
 Targets: `leader` (the replica holding the scheduler Lease when the fault fires), `standby` (a
 seeded random replica that does not hold it), a replica by name (`scheduler-2`), `random-replica`
-(seeded), `apiserver`, `etcd` (a seeded random member),
+(seeded), `controller-manager-leader` (the `kse controller-manager` replica holding
+kube-system/kube-controller-manager; kill, term, stop, partition), `apiserver`, `etcd` (a seeded
+random member),
 `etcd-leader`, a member by name (`etcd-1`), and `all` (rotate-leaf, rotate-ca). rotate-*, expire-cert
 and clock-skew do not scale with the lease in `--short`: rotation steps are bound by the time
 processes take to reload files (about a second), not by the lease.
@@ -125,7 +127,11 @@ FAULTS: tuple[str, ...] = (
 )
 # Fixed target names; besides these: scheduler-N, etcd-N.
 TARGETS: tuple[str, ...] = ("leader", "standby", "random-replica", "apiserver", "etcd", "etcd-leader", "all")
+TARGETS += ("controller-manager-leader",)
 REPLICA_TARGETS: tuple[str, ...] = ("leader", "standby", "random-replica")  # and scheduler-N
+# The controller-manager replica holding kube-system/kube-controller-manager when the fault fires.
+CONTROLLER_MANAGER_LEADER = "controller-manager-leader"
+CONTROLLER_MANAGER_FAULTS: tuple[str, ...] = ("kill", "term", "stop", "partition")
 ROTATION_STEP_S = 3.0  # rotate-leaf's watched window, rotate-ca's pause between phases (default)
 _REPLICA = re.compile(r"^scheduler-\d+$")
 _ETCD_MEMBER = re.compile(r"^etcd-\d+$")
@@ -589,7 +595,12 @@ def _parse_fault(
             "target", f"no etcd member {target!r} (cluster.etcd_members is {cluster.etcd_members}: etcd-0..)"
         )
     replica = bool(m) or target in REPLICA_TARGETS
-    if fault == "partition" and not replica:
+    if target == CONTROLLER_MANAGER_LEADER and fault not in CONTROLLER_MANAGER_FAULTS:
+        f.fail(
+            "target",
+            f"the controller-manager leader takes {', '.join(CONTROLLER_MANAGER_FAULTS)}, not {fault}",
+        )
+    if fault == "partition" and not replica and target != CONTROLLER_MANAGER_LEADER:
         f.fail("target", "a partition cuts a scheduler replica off the API server: target a replica")
     if fault in ("expire-cert", "clock-skew") and not replica:
         f.fail(
@@ -610,7 +621,7 @@ def _parse_fault(
     d = f.number("duration", None, strict=False) if f.has("duration") else None
     if d is not None and fault == "restart" and (replica or target == "all"):
         f.fail("duration", "a replica's restart has no duration (it starts again at once)")
-    if d is not None and fault in ("kill", "term") and replica:
+    if d is not None and fault in ("kill", "term") and (replica or target == CONTROLLER_MANAGER_LEADER):
         f.fail("duration", "a killed or terminated replica is restarted by its supervisor; no duration")
     if d is not None and d <= 0 and fault in ("rotate-leaf", "rotate-ca", "clock-skew"):
         f.fail("duration", f"must be > 0, got {d:g}")

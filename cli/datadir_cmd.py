@@ -45,7 +45,7 @@ from kse.fileio import write_atomic
 from kse.flags.pki_args import add_hosts_flag, add_scheduler_replicas_flag, add_ttl_flag
 
 CLUSTER_FILE = "cluster.json"  # under run/, as `kse up` writes it (contract B)
-CLIENT_STEMS = ("admin", "chaos", "nodesim", "workload")
+CLIENT_STEMS = ("admin", "chaos", "nodesim", "workload", "controller-manager")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

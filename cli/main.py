@@ -54,6 +54,12 @@ def _scheduler() -> ModuleType:
     return scheduler.cli
 
 
+def _controller_manager() -> ModuleType:
+    import controllers.manager
+
+    return controllers.manager
+
+
 def _nodesim() -> ModuleType:
     import nodesim.cli
 
@@ -96,6 +102,7 @@ class Component:
 COMPONENTS: dict[str, Component] = {
     "apiserver": Component(_apiserver, "run the gRPC API server over etcd"),
     "scheduler": Component(_scheduler, "run a kube-scheduler replica"),
+    "controller-manager": Component(_controller_manager, "run a kube-controller-manager replica"),
     "nodesim": Component(_nodesim, "run simulated kubelets"),
     "workload": Component(_workload, "create pods at a rate"),
     "chaos": Component(_chaos, "fault injection scenarios"),

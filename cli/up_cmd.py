@@ -66,6 +66,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="certs, etcd data, logs and the connection file (default ~/.kse)",
     )
     p.add_argument("--replicas", type=positive_int, default=3, help="scheduler replicas (default 3)")
+    p.add_argument(
+        "--controller-managers",
+        type=non_negative_int,
+        default=2,
+        metavar="N",
+        help="kse controller-manager replicas, electing a leader on kube-system/kube-controller-manager "
+        "(default 2; 0: none)",
+    )
     p.add_argument("--nodes", type=non_negative_int, default=100, help="simulated nodes (default 100)")
     p.add_argument(
         "--rate", type=non_negative_float, default=20.0, help="workload pods per second (default 20)"
@@ -168,6 +176,7 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
     return ClusterPlan(
         data_dir=args.data_dir,
         replicas=args.replicas,
+        controller_managers=args.controller_managers,
         nodes=args.nodes,
         rate=args.rate,
         workload=not args.no_workload,

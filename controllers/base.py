@@ -8,13 +8,21 @@ writes are refused by the API server (the same fencing the scheduler's binds car
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from google.protobuf.message import Message
+
+from controllers.workqueue import WorkqueueMetrics
 from kse.client.clientset import Clientset
 from kse.client.informer import InformerFactory
+from kse.events import EventRecorder
 from proto import kse_pb2 as pb
+
+# kube-controller-manager's --concurrent-*-syncs defaults, by controller name.
+DEFAULT_CONCURRENT_SYNCS: dict[str, int] = {"replicaset": 5, "deployment": 5, "daemonset": 2}
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,10 @@ class ControllerOptions:
     terminated_pod_gc_threshold: int = 12500  # --terminated-pod-gc-threshold
     concurrent_syncs: dict[str, int] = field(default_factory=dict)  # --concurrent-*-syncs by controller
 
+    def syncs_for(self, controller: str) -> int:
+        """The number of workers of `controller` (its --concurrent-<name>-syncs, else upstream's)."""
+        return self.concurrent_syncs.get(controller) or DEFAULT_CONCURRENT_SYNCS.get(controller, 1)
+
 
 @dataclass
 class ControllerContext:
@@ -38,6 +50,30 @@ class ControllerContext:
     fence: Callable[[], pb.FenceToken | None]
     identity: str
     options: ControllerOptions
+    # Called when a write was refused as fenced: another replica leads; the manager ends the term.
+    on_fenced: Callable[[pb.FenceToken | None], None] = lambda token: None
+    # The wall clock controllers read (availability after minReadySeconds, progress deadlines).
+    now: Callable[[], float] = time.time
+    workqueue_metrics: WorkqueueMetrics | None = None
+    # The term's event recorder (None: events are not recorded, e.g. in tests of one controller).
+    events: EventRecorder | None = None
+
+    def event(
+        self, obj: Message, kind: str, event_type: str, reason: str, message: str, *, component: str
+    ) -> None:
+        """Record an event about a workload object (`kind` in apps/v1), as upstream's recorders
+        do (`SuccessfulCreate`, `ScalingReplicaSet`, ...); never blocks."""
+        if self.events is not None:
+            self.events.eventf(
+                obj,
+                event_type,
+                reason,
+                "",
+                message,
+                component=component,
+                kind=kind,
+                api_version="apps/v1",
+            )
 
 
 class Controller(Protocol):

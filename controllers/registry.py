@@ -6,7 +6,12 @@ One line per controller module; the manager imports nothing else to find them.
 from __future__ import annotations
 
 from controllers.base import ControllerFactory
+from controllers.deployment import DeploymentController
+from controllers.replicaset import ReplicaSetController
 
 # name -> factory; filled in as each controller module lands (replicaset, deployment, daemonset,
 # disruption, nodelifecycle, taint-eviction-controller, podgc).
-CONTROLLERS: dict[str, ControllerFactory] = {}
+CONTROLLERS: dict[str, ControllerFactory] = {
+    "replicaset": ReplicaSetController,
+    "deployment": DeploymentController,
+}

@@ -210,7 +210,7 @@ class EnvVar(_message.Message):
     def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "ports", "env", "resources", "image_pull_policy", "restart_policy")
+    __slots__ = ("name", "image", "command", "args", "ports", "env", "resources", "image_pull_policy", "restart_policy", "volume_mounts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +220,7 @@ class Container(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     IMAGE_PULL_POLICY_FIELD_NUMBER: _ClassVar[int]
     RESTART_POLICY_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_MOUNTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
@@ -229,7 +230,26 @@ class Container(_message.Message):
     resources: ResourceRequirements
     image_pull_policy: str
     restart_policy: str
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., image_pull_policy: _Optional[str] = ..., restart_policy: _Optional[str] = ...) -> None: ...
+    volume_mounts: _containers.RepeatedCompositeFieldContainer[VolumeMount]
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., image_pull_policy: _Optional[str] = ..., restart_policy: _Optional[str] = ..., volume_mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
+
+class VolumeMount(_message.Message):
+    __slots__ = ("name", "read_only", "mount_path", "sub_path", "mount_propagation", "sub_path_expr", "recursive_read_only")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MOUNT_PATH_FIELD_NUMBER: _ClassVar[int]
+    SUB_PATH_FIELD_NUMBER: _ClassVar[int]
+    MOUNT_PROPAGATION_FIELD_NUMBER: _ClassVar[int]
+    SUB_PATH_EXPR_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    read_only: bool
+    mount_path: str
+    sub_path: str
+    mount_propagation: str
+    sub_path_expr: str
+    recursive_read_only: str
+    def __init__(self, name: _Optional[str] = ..., read_only: _Optional[bool] = ..., mount_path: _Optional[str] = ..., sub_path: _Optional[str] = ..., mount_propagation: _Optional[str] = ..., sub_path_expr: _Optional[str] = ..., recursive_read_only: _Optional[str] = ...) -> None: ...
 
 class NodeSelectorRequirement(_message.Message):
     __slots__ = ("key", "operator", "values")

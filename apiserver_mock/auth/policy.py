@@ -3,7 +3,9 @@
 It mirrors what a kube-apiserver with RBAC and the Node authorizer grants the same identities:
 `system:masters` everything; `system:kube-scheduler` the `system:kube-scheduler` ClusterRole (read
 the objects it schedules, create pods/binding, update pods/status, delete pods for preemption,
-write events, write its Lease in kube-system); nodes what the Node authorizer and NodeRestriction
+write events, write its Lease in kube-system); `system:kube-controller-manager` its controllers'
+roles (pods, workloads and their status, PDB status, node taints and status, evictions, events,
+its Lease); nodes what the Node authorizer and NodeRestriction
 admission allow (their own Node and Lease, status of pods bound to them); and the kse tools.
 
 A rule can be scoped: `OWN_NODE` matches only an object named after the caller's node (its Node,
@@ -100,6 +102,27 @@ POLICY: tuple[Grant, ...] = (
             Rule(("create",), ("pods/binding",)),
             Rule(("update",), ("pods/status",)),
             Rule(("delete",), ("pods",)),
+            Rule(("create", "update"), ("events",)),
+            Rule(("create", "update"), ("leases",), namespaces=("kube-system",)),
+        ),
+    ),
+    # The system:kube-controller-manager ClusterRole plus the per-controller roles it runs with
+    # (system:controller:replicaset-controller, deployment-controller, daemon-set-controller,
+    # disruption-controller, node-controller, pod-garbage-collector: plugin/pkg/auth/authorizer/
+    # rbac/bootstrappolicy/controller_policy.go), since kse's controllers share its identity.
+    Grant(
+        user="system:kube-controller-manager",
+        rules=(
+            Rule(READ, ("pods", "nodes", "replicasets", "deployments", "daemonsets", "poddisruptionbudgets")),
+            Rule(READ, ("namespaces", "services", "priorityclasses", "leases", "events")),
+            Rule(("create", "update", "delete"), ("pods",)),
+            Rule(("update",), ("pods/status",)),
+            Rule(("create",), ("pods/eviction",)),
+            Rule(("create", "update", "delete"), ("replicasets", "deployments", "daemonsets")),
+            Rule(("update",), ("replicasets/status", "deployments/status", "daemonsets/status")),
+            Rule(("update",), ("poddisruptionbudgets/status",)),
+            Rule(("update", "delete"), ("nodes",)),
+            Rule(("update",), ("nodes/status",)),
             Rule(("create", "update"), ("events",)),
             Rule(("create", "update"), ("leases",), namespaces=("kube-system",)),
         ),

@@ -13,7 +13,7 @@ import platform
 import sys
 from typing import Any
 
-from apiserver_mock.http.routes import SUBRESOURCES
+from apiserver_mock.http.routes import SCALE_RESOURCES, SUBRESOURCES
 from kse.objects.kinds import KINDS, Kind
 
 GIT_VERSION = "v1.34.0-kse"
@@ -23,6 +23,7 @@ _SUBRESOURCE_ROWS: dict[str, tuple[str, list[str], str, str]] = {
     "binding": ("Binding", ["create"], "", ""),
     "eviction": ("Eviction", ["create"], "policy", "v1"),
     "status": ("", ["get", "patch", "update"], "", ""),
+    "scale": ("Scale", ["get", "patch", "update"], "autoscaling", "v1"),
 }
 # Groups served with no resources of their own (none: policy/v1, whose Eviction pods/eviction
 # takes, is listed through PodDisruptionBudget; an empty APIResourceList would make discovery
@@ -75,7 +76,8 @@ def _rows(kind: Kind) -> list[dict[str, Any]]:
     if short:
         row["shortNames"] = short
     rows = [row]
-    for sub in SUBRESOURCES.get(kind.resource, ()):
+    subs = SUBRESOURCES.get(kind.resource, ()) + (("scale",) if kind.resource in SCALE_RESOURCES else ())
+    for sub in subs:
         sub_kind, verbs, group, version = _SUBRESOURCE_ROWS[sub]
         entry: dict[str, Any] = {
             "name": f"{kind.resource}/{sub}",

@@ -26,6 +26,9 @@ SUBRESOURCES: dict[str, tuple[str, ...]] = {
     "daemonsets": ("status",),
     "poddisruptionbudgets": ("status",),
 }
+# The scale subresource (autoscaling/v1 Scale, `apiserver_mock.http.scale`). Served over HTTP only
+# and authorized as the get / update of the object itself, so it is not a row of SUBRESOURCES.
+SCALE_RESOURCES: tuple[str, ...] = ("deployments", "replicasets")
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,11 @@ def parse(path: str) -> Target | None:
         or kind is None
         or kind.api_version != group_version
         or (namespace and not kind.namespaced)
-        or (sub and sub not in SUBRESOURCES.get(resource, ()))
+        or (
+            sub
+            and sub not in SUBRESOURCES.get(resource, ())
+            and not (sub == "scale" and resource in SCALE_RESOURCES)
+        )
     ):
         raise not_found(path)
     return Target(kind, namespace, name, sub)

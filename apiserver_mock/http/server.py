@@ -21,11 +21,12 @@ from types import TracebackType
 from aiohttp import web
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
-from apiserver_mock.http import discovery, openapi, openapi_pb, routes
+from apiserver_mock.http import discovery, openapi, openapi_pb, params, routes
 from apiserver_mock.http.authn import CertAuthenticator
 from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
 from apiserver_mock.http.routes import Target
+from apiserver_mock.http.scale import ScaleHandlers
 from apiserver_mock.http.status import EntityTooLarge, MethodNotAllowed, Subject, TooManyRequests, http_error
 from apiserver_mock.http.tls import ReloadingContext
 from apiserver_mock.service import ResourcesService
@@ -55,6 +56,7 @@ class HTTPFrontDoor:
         self.tls = ReloadingContext(FileCredentialSource(tls_cert, tls_key, client_ca))
         self.authn = CertAuthenticator()
         self.handlers = Handlers(service)
+        self.scale_handlers = ScaleHandlers(service.call)
         self.max_inflight = max_inflight
         self.keepalive_timeout = keepalive_timeout
         self.inflight = 0
@@ -179,10 +181,25 @@ class HTTPFrontDoor:
         except HTTPRequestEntityTooLarge:
             raise EntityTooLarge(f"Request entity too large: limit is {MAX_BODY_BYTES}") from None
 
+    async def _scale(self, request: web.Request, ident: Identity, t: Target) -> web.Response:
+        """deployments/NAME/scale, replicasets/NAME/scale (`apiserver_mock.http.scale`)."""
+        h = self.scale_handlers
+        fence = params.fence_token(request.headers.get(params.FENCE_HEADER))
+        if request.method == "GET":
+            return Reply(await h.get(ident, t)).response()
+        body = await self._read_body(request)
+        if request.method == "PUT":
+            return Reply(await h.update(ident, t, body, fence)).response()
+        if request.method == "PATCH":
+            return Reply(await h.patch(ident, t, request.content_type, body, fence)).response()
+        raise MethodNotAllowed(f"{request.method} is not supported on this path ({request.path})")
+
     async def _resource(self, request: web.Request, ident: Identity, t: Target) -> web.StreamResponse:
         h = self.handlers
         method = request.method
         sub = t.subresource
+        if sub == "scale":
+            return await self._scale(request, ident, t)
         if method == "GET":
             if sub in ("binding", "eviction"):
                 raise MethodNotAllowed(f"GET is not supported on {t.kind.resource}/{sub}")

@@ -85,6 +85,7 @@ def validate_pod_spec(errs: FieldErrors, spec: pb.PodSpec, path: str) -> None:
         for msg in names.is_dns1123_subdomain(spec.service_account_name):
             errs.invalid(f"{path}.serviceAccountName", spec.service_account_name, msg)
     _named_list(errs, [v.name for v in spec.volumes], f"{path}.volumes")
+    _volume_mounts(errs, spec, path)
     for i, v in enumerate(spec.volumes):
         if v.HasField("persistent_volume_claim") and not v.persistent_volume_claim.claim_name:
             errs.required(f"{path}.volumes[{i}].persistentVolumeClaim.claimName")
@@ -96,6 +97,21 @@ def validate_pod_spec(errs: FieldErrors, spec: pb.PodSpec, path: str) -> None:
                 rc.name,
                 "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
             )
+
+
+def _volume_mounts(errs: FieldErrors, spec: pb.PodSpec, path: str) -> None:
+    """Every volumeMount names a volume of the pod and a mountPath (upstream ValidateVolumeMounts)."""
+    volumes = {v.name for v in spec.volumes}
+    for field, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for i, c in enumerate(containers):
+            for j, m in enumerate(c.volume_mounts):
+                mp = f"{path}.{field}[{i}].volumeMounts[{j}]"
+                if not m.name:
+                    errs.required(f"{mp}.name")
+                elif m.name not in volumes:
+                    errs.not_found(f"{mp}.name", m.name)
+                if not m.mount_path:
+                    errs.required(f"{mp}.mountPath")
 
 
 def _named_list(errs: FieldErrors, items: list[str], path: str) -> None:

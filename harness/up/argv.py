@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 
 from certs.layout import CertPaths
-from harness.up.plan import ClusterPlan
+from harness.up.plan import CONTROLLER_MANAGER_LEASE, ClusterPlan
 
 __all__ = [
     "RPC_ERROR_LOG_FLAG",
     "apiserver_extra_args",
+    "controller_manager_argv",
     "http_listen",
     "kse_command",
     "nodesim_argv",
@@ -103,6 +104,36 @@ def scheduler_argv(plan: ClusterPlan, name: str, identity: str, metrics_port: in
     ]  # fmt: skip
     argv += _rpc_error_log_args(plan, name)
     return argv + list(plan.scheduler_args) + list(plan.replica_args.get(name, ()))
+
+
+def controller_manager_argv(plan: ClusterPlan, name: str, identity: str, metrics_port: int) -> list[str]:
+    """Controller-manager replica `name` under election identity `identity`: the plan's election
+    timings on the controller-manager's own Lease; `plan.controller_manager_args` last."""
+    e = plan.election
+    lease_ns, lease_name = CONTROLLER_MANAGER_LEASE
+    argv = [
+        *kse_command(),
+        "controller-manager",
+        "--connection-file", str(plan.connection_path(name)),
+        "--identity", identity,
+        "--metrics-bind-address", f"127.0.0.1:{metrics_port}",
+        "--ready-file", str(plan.ready_path(name)),
+        "--log-level", plan.log_level,
+        "--leader-elect=true",
+        "--leader-elect-lease-duration", seconds(e.lease_duration),
+        "--leader-elect-renew-deadline", seconds(e.renew_deadline),
+        "--leader-elect-retry-period", seconds(e.retry_period),
+        "--leader-elect-resource-name", lease_name,
+        "--leader-elect-resource-namespace", lease_ns,
+        "--leader-elect-strategy", e.strategy,
+        "--on-lost-lease", e.on_lost_lease,
+    ]  # fmt: skip
+    if plan.kube_api_qps is not None:
+        argv += ["--kube-api-qps", f"{plan.kube_api_qps:g}"]
+    if plan.kube_api_burst is not None:
+        argv += ["--kube-api-burst", str(plan.kube_api_burst)]
+    argv += _rpc_error_log_args(plan, name)
+    return argv + list(plan.controller_manager_args)
 
 
 def nodesim_argv(plan: ClusterPlan) -> list[str]:

@@ -11,9 +11,10 @@
 
 Processes, in dependency order: etcd (1 or 3 members, mTLS) -> API server (ready file; writes
 D/config.json; with `plan.http` it also serves the Kubernetes HTTP API and `Cluster` writes the
-admin kubeconfig D/kubeconfig) -> scheduler replicas `scheduler-1..N` (harness.up.replica) and
-nodesim, started together -> the workload. Every replica runs with `--leader-elect=true` and the
-plan's election.
+admin kubeconfig D/kubeconfig) -> scheduler replicas `scheduler-1..N` (harness.up.replica),
+controller-manager replicas `controller-manager-1..M` and nodesim, started together -> the
+workload. Every replica runs with `--leader-elect=true` and the plan's election (the
+controller-managers on their own Lease, kube-system/kube-controller-manager).
 Everything is in its own process group (`ManagedProcess`), and a final check after the shutdown
 makes sure that no process of any start is left. The data dir layout is in harness.up.plan;
 D/run/cluster.json, rewritten whenever a process starts or exits, in harness.clusterfile.
@@ -52,11 +53,17 @@ from harness.procs.launcher import LaunchError, ManagedProcess, ready_file_json
 from harness.procs.ports import free_ports
 from harness.procs.proctable import pid_alive
 from harness.proxy import PartitionProxy
-from harness.up.argv import apiserver_extra_args, nodesim_argv, scheduler_argv, workload_argv
+from harness.up.argv import (
+    apiserver_extra_args,
+    controller_manager_argv,
+    nodesim_argv,
+    scheduler_argv,
+    workload_argv,
+)
 from harness.up.housekeeping import DataDirLock, PidTable
 from harness.up.pki import CertRenewers, ensure_pki
-from harness.up.plan import ClusterPlan, UpError
-from harness.up.replica import Replica, SchedulerProcess
+from harness.up.plan import CONTROLLER_MANAGER_LEASE, CONTROLLER_MANAGER_STEM, ClusterPlan, UpError
+from harness.up.replica import ControllerManagerProcess, Replica, SchedulerProcess
 from harness.up.status import ProcessInfo, StatusSnapshot, StatusTracker
 from harness.up.supervisor import RestartRecord, Supervisor
 from kse.client.channel import channel_source_from_connection
@@ -105,6 +112,7 @@ class Cluster:
         self.etcd: EtcdCluster | None = None
         self.apiserver: ApiServerProcess | None = None
         self.replicas: list[Replica] = []
+        self.controller_managers: list[Replica] = []  # kse controller-manager replicas
         self.nodesim: ManagedProcess | None = None
         self.workload: ManagedProcess | None = None
         self.supervisor: Supervisor | None = None
@@ -206,6 +214,7 @@ class Cluster:
         if self.apiserver is not None:
             out.append((self.apiserver.name, self.apiserver))
         out += [(r.name, r.process) for r in self.replicas]
+        out += [(r.name, r.process) for r in self.controller_managers]
         if self.nodesim is not None:
             out.append(("nodesim", self.nodesim))
         if self.workload is not None:
@@ -222,7 +231,7 @@ class Cluster:
         for name, proc in self.processes():
             if proc.pid is not None:
                 self._pids.setdefault(proc.pid, name)
-        for r in self.replicas:
+        for r in [*self.replicas, *self.controller_managers]:
             for pid in r.process.pids:
                 self._pids.setdefault(pid, r.name)
 
@@ -244,6 +253,19 @@ class Cluster:
             return None
         for r in self.replicas:
             if r.running and r.identity == lease.spec.holder_identity:
+                return r
+        return None
+
+    async def controller_manager_leader(self) -> Replica | None:
+        """The controller-manager replica holding kube-system/kube-controller-manager (read now)."""
+        assert self.clientset is not None, "cluster not started"
+        ns, name = CONTROLLER_MANAGER_LEASE
+        try:
+            lease = await self.clientset.leases.get(ns, name)
+        except NotFoundError:
+            return None
+        for r in self.controller_managers:
+            if r.running and lease.spec.holder_identity and r.identity == lease.spec.holder_identity:
                 return r
         return None
 
@@ -307,7 +329,7 @@ class Cluster:
         procs = [
             ProcessInfo(name, p.pid, p.running, p.returncode, p.paused and p.running)
             for name, p in self.processes()
-            if not isinstance(p, SchedulerProcess)
+            if not isinstance(p, SchedulerProcess) or isinstance(p, ControllerManagerProcess)
         ]
         return self.status.snapshot(
             [r.info(now) for r in self.replicas],
@@ -338,7 +360,7 @@ class Cluster:
             role = _role_of(name, proc, self)
             running = proc.running
             proxy = self.proxies.get(name)
-            logs_rpc_errors = plan.rpc_error_logs and role in ("scheduler", "nodesim", "workload")
+            logs_rpc_errors = plan.rpc_error_logs and role in RPC_ERROR_LOG_ROLES
             procs[name] = ProcessEntry(
                 role=role,
                 pid=proc.pid if running else None,
@@ -505,7 +527,7 @@ class Cluster:
             self._write_kubeconfig(pki)
         replicas = plan.replicas
         if plan.partition_proxies:
-            for name in plan.scheduler_names(replicas):
+            for name in [*plan.scheduler_names(replicas), *plan.controller_manager_names()]:
                 self.proxies[name] = proxy = PartitionProxy(api.address)
                 await self._enter("proxies", proxy)
             say(
@@ -542,11 +564,24 @@ class Cluster:
                 metrics_port=port,
             )
             self.replicas.append(Replica(proc, self.supervisor))
+        cm_names = plan.controller_manager_names()
+        for name, port in zip(cm_names, free_ports(len(cm_names)), strict=True):
+            cm = ControllerManagerProcess(
+                name,
+                self._controller_manager_argv_for(name, port),
+                unique_identity=plan.unique_identities,
+                data_dir=plan.data_dir,
+                ready_file=plan.ready_path(name),
+                ready_timeout=plan.ready_timeout,
+                grace=plan.grace,
+                metrics_port=port,
+            )
+            self.controller_managers.append(Replica(cm, self.supervisor))
         say(
             f"starting {replicas} scheduler replica{'s' if replicas > 1 else ''} "
             f"and nodesim ({plan.nodes} nodes)"
         )
-        for r in self.replicas:
+        for r in [*self.replicas, *self.controller_managers]:
             r.process.start()
         if plan.nodes > 0:
             self.nodesim = ManagedProcess(
@@ -560,7 +595,7 @@ class Cluster:
             )
             self.nodesim.start()
         self._write_run_files()
-        for r in self.replicas:
+        for r in [*self.replicas, *self.controller_managers]:
             await self._wait_ready(r.process)
             say(f"{r.name} ready (pid {r.pid}, identity {r.identity}, metrics {r.metrics_address}) "
                 f"({mark(r.name):.1f}s)")  # fmt: skip
@@ -597,6 +632,12 @@ class Cluster:
     def restart_policy_enabled(self) -> bool:
         return self.plan.restart_policy is not None
 
+    def _controller_manager_argv_for(self, name: str, port: int) -> Callable[[str], list[str]]:
+        def argv_for(identity: str) -> list[str]:
+            return controller_manager_argv(self.plan, name, identity, port)
+
+        return argv_for
+
     def _scheduler_argv_for(self, name: str, port: int) -> Callable[[str], list[str]]:
         def argv_for(identity: str) -> list[str]:
             return scheduler_argv(self.plan, name, identity, port)
@@ -628,12 +669,15 @@ class Cluster:
         """A connection file per client identity; a replica behind a partition proxy gets the
         proxy's address (TLS passes through it: the replica still verifies the API server's cert)."""
         stems = ["admin", "nodesim", "workload", *self.plan.scheduler_names(max(3, self.plan.replicas))]
-        for stem in stems:
+        # Every controller-manager replica presents the one controller-manager identity.
+        files = [(stem, stem) for stem in stems]
+        files += [(name, CONTROLLER_MANAGER_STEM) for name in self.plan.controller_manager_names()]
+        for name, stem in files:
             p = pki[stem]
-            proxy = self.proxies.get(stem)
+            proxy = self.proxies.get(name)
             server = proxy.address if proxy is not None else address
             ConnectionFile.for_identity(server, p.cert, p.key, p.ca_bundle).save(
-                self.plan.connection_path(stem)
+                self.plan.connection_path(name)
             )
 
     def _write_kubeconfig(self, pki: PKI) -> None:
@@ -706,7 +750,9 @@ class Cluster:
             if self.workload is not None:
                 await self.workload.terminate(grace)
             await self._close("supervisor")
-            await asyncio.gather(*(r.process.terminate(grace) for r in self.replicas))
+            await asyncio.gather(
+                *(r.process.terminate(grace) for r in [*self.replicas, *self.controller_managers])
+            )
             if self.nodesim is not None:
                 await self.nodesim.terminate(grace)
             await self._close("proxies")  # after the replicas: none of them outlives its link
@@ -770,7 +816,13 @@ class Cluster:
             log.error("processes left after shutdown, killed: %s", ", ".join(self.leftovers))
 
 
+# The roles that take --rpc-error-log (the clients of the API server).
+RPC_ERROR_LOG_ROLES = ("scheduler", "controller-manager", "nodesim", "workload")
+
+
 def _role_of(name: str, proc: ManagedProcess, cluster: Cluster) -> str:
+    if isinstance(proc, ControllerManagerProcess):
+        return "controller-manager"
     if isinstance(proc, SchedulerProcess):
         return "scheduler"
     if proc is cluster.apiserver:

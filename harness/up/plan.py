@@ -31,6 +31,11 @@ Options that change the topology (all off by default):
   D/run/rpc-errors-<name>.jsonl (`--rpc-error-log`).
 * `replica_args`: extra `kse scheduler` flags for one replica (after `scheduler_args`).
 
+`controller_managers` (default 2; 0: none) `kse controller-manager` replicas
+`controller-manager-<i>` run beside the schedulers, electing a leader on their own Lease
+(`kube-system/kube-controller-manager`) with the plan's election timings, supervised (restarted)
+as the schedulers are, all with the `controller-manager` identity of the PKI.
+
 On by default: `http`, the Kubernetes HTTP API (`kse apiserver --http-listen 127.0.0.1:PORT`) on
 `http_port` (0: a free port picked at each start and kept across API server restarts within it),
 and D/kubeconfig for it. `http=False` serves gRPC only and writes no kubeconfig.
@@ -62,6 +67,9 @@ DEFAULT_DATA_DIR = Path("~/.kse")
 # every second) and for a renewal that failed to be retried. Below 30 s that margin is ~3 s: too thin
 # on a loaded 2-core machine.
 MIN_CERT_TTL = 30.0
+CONTROLLER_MANAGER_PREFIX = "controller-manager-"
+CONTROLLER_MANAGER_STEM = "controller-manager"  # the PKI identity every replica presents
+CONTROLLER_MANAGER_LEASE = ("kube-system", "kube-controller-manager")
 PODS_PER_NODE = 40  # a default simulated node's capacity in default workload pods (4 CPU / 100m)
 
 
@@ -78,6 +86,7 @@ class ClusterPlan:
 
     data_dir: Path = DEFAULT_DATA_DIR
     replicas: int = 3
+    controller_managers: int = 2
     nodes: int = 100
     rate: float = 20.0  # workload pods per second
     workload: bool = True
@@ -100,6 +109,7 @@ class ClusterPlan:
     workload_run_id: str = ""  # default: random
     apiserver_args: tuple[str, ...] = ()
     scheduler_args: tuple[str, ...] = ()
+    controller_manager_args: tuple[str, ...] = ()  # extra `kse controller-manager` flags, every replica
     nodesim_args: tuple[str, ...] = ()
     workload_args: tuple[str, ...] = ()
     # Each workload pod is deleted this long after it runs (`kse workload --delete-after`), so the
@@ -146,6 +156,10 @@ class ClusterPlan:
                 f"cert TTL must be at least {self.min_cert_ttl:g}s (certificates are renewed at 70-90 % "
                 f"of their life and every holder needs time to re-read them), got {self.cert_ttl:g}s"
             )
+        if isinstance(self.controller_managers, bool) or not isinstance(self.controller_managers, int):
+            out.append(f"controller_managers must be an integer, got {self.controller_managers!r}")
+        elif self.controller_managers < 0:
+            out.append(f"controller_managers must be >= 0, got {self.controller_managers}")
         if isinstance(self.http_port, bool) or not isinstance(self.http_port, int):
             out.append(f"http_port must be an integer, got {self.http_port!r}")
         elif not 0 <= self.http_port <= 65535:
@@ -216,6 +230,9 @@ class ClusterPlan:
 
     def scheduler_names(self, replicas: int | None = None) -> list[str]:
         return [f"scheduler-{i}" for i in range(1, (self.replicas if replicas is None else replicas) + 1)]
+
+    def controller_manager_names(self) -> list[str]:
+        return [f"{CONTROLLER_MANAGER_PREFIX}{i}" for i in range(1, self.controller_managers + 1)]
 
     @property
     def cli_hint(self) -> str:

@@ -20,7 +20,7 @@ from harness.procs.proctable import all_threads_stopped
 from harness.up.status import ReplicaInfo
 from harness.up.supervisor import RestartRecord, Supervised, Supervisor
 
-__all__ = ["Replica", "SchedulerProcess"]
+__all__ = ["ControllerManagerProcess", "Replica", "SchedulerProcess"]
 
 
 class SchedulerProcess(ManagedProcess):
@@ -68,6 +68,11 @@ class SchedulerProcess(ManagedProcess):
         if self.pid is not None:
             self.pids.append(self.pid)
         return self
+
+
+class ControllerManagerProcess(SchedulerProcess):
+    """A `kse controller-manager` replica: elected like a scheduler replica (a new identity at
+    every start, supervised, a `Replica` handle), on its own Lease."""
 
 
 class Replica:

@@ -91,7 +91,12 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
         assert cluster.leader_election
         assert cluster.pki_dir == plan.pki_dir
         names = [r.name for r in cluster.replicas]
-        assert sorted(cluster.proxies) == names == ["scheduler-1", "scheduler-2"]
+        assert names == ["scheduler-1", "scheduler-2"]
+        # The controller-managers have proxies of their own too (a partition can cut their leader off).
+        cms = [r.name for r in cluster.controller_managers]
+        assert sorted(cluster.proxies) == sorted([*names, *cms]) and cms == plan.controller_manager_names()
+        for name in cms:
+            assert ConnectionFile.load(plan.connection_path(name)).server == cluster.proxies[name].address
 
         # Every replica goes through its proxy.
         for r in cluster.replicas:
@@ -112,7 +117,9 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
         # cluster.json: every process, live pids, identities, proxies, the PKI.
         info = json.loads(plan.cluster_file.read_text())
         procs = info["processes"]
-        assert set(procs) == {"etcd-0", "apiserver", "scheduler-1", "scheduler-2", "nodesim"}, procs
+        cm_procs = {"controller-manager-1", "controller-manager-2"}
+        want = {"etcd-0", "apiserver", "scheduler-1", "scheduler-2", "nodesim", *cm_procs}
+        assert set(procs) == want, procs
         for name, p in procs.items():
             assert p["running"] and isinstance(p["pid"], int) and pid_alive(p["pid"]), (name, p)
         assert {n: p["role"] for n, p in procs.items()} == {
@@ -121,6 +128,7 @@ async def test_partition_proxies_replica_args_and_cluster_file(tmp_path: Path) -
             "scheduler-1": "scheduler",
             "scheduler-2": "scheduler",
             "nodesim": "nodesim",
+            **{name: "controller-manager" for name in cm_procs},
         }
         for r in cluster.replicas:
             assert procs[r.name]["pid"] == r.pid and procs[r.name]["identity"] == r.identity

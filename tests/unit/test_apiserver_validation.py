@@ -321,3 +321,15 @@ def test_real_kinds_and_api_version_checked():
     p = good_pod()
     p.kind = "Node"
     assert 'kind: Invalid value: "Node": must be Pod' in errors_of(POD, p)
+
+
+def test_volume_mounts_name_a_volume_and_a_path():
+    pod = good_pod()
+    pod.spec.volumes.add(name="data")
+    pod.spec.containers[0].volume_mounts.add(name="data", mount_path="/opt")
+    assert errors_of(POD, pod) == []
+    pod.spec.containers[0].volume_mounts.add(name="nope", mount_path="/x")
+    pod.spec.init_containers.add(name="i", image="alpine").volume_mounts.add(name="data")
+    errs = errors_of(POD, pod)
+    assert 'spec.containers[0].volumeMounts[1].name: Not found: "nope"' in errs, errs
+    assert "spec.initContainers[0].volumeMounts[0].mountPath: Required value" in errs, errs

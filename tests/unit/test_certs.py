@@ -45,6 +45,7 @@ EXPECTED_IDENTITIES = {
     "scheduler-1": ("system:kube-scheduler", ()),
     "scheduler-2": ("system:kube-scheduler", ()),
     "scheduler-3": ("system:kube-scheduler", ()),
+    "controller-manager": ("system:kube-controller-manager", ()),
     "admin": ("kse:admin", ("system:masters",)),
     "chaos": ("kse:chaos", ("kse:chaos",)),
     "workload": ("kse:workload", ("kse:workloads",)),

@@ -31,7 +31,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 VOLUME = "/var/lib/kse"
 SERVICES = {
     "certs", "etcd-1", "etcd-2", "etcd-3", "apiserver", "scheduler-1", "scheduler-2", "scheduler-3",
-    "nodesim", "workload", "chaos",
+    "nodesim", "workload", "chaos", "controller-manager-1", "controller-manager-2",
 }  # fmt: skip
 # Flags whose file a service writes (or creates), not reads.
 WRITES = {"--ready-file", "--audit-log", "--report", "--data-dir", "--rpc-error-log"}

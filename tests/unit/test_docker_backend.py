@@ -75,7 +75,10 @@ class FakeEngine:
                 case "json", "GET":
                     return web.json_response(c)
                 case "logs", "GET":
-                    line = f"scheduler {c['Labels']['com.docker.compose.service']}_abc starting: x\n".encode()
+                    service = c["Labels"]["com.docker.compose.service"]
+                    cm = service.startswith("controller-manager-")
+                    component = "controller-manager" if cm else "scheduler"
+                    line = f"{component} {service}_abc starting: x\n".encode()
                     return web.Response(body=struct.pack(">BxxxL", 2, len(line)) + line)
                 case "kill" | "stop", "POST":
                     if not state["Running"]:
@@ -132,6 +135,10 @@ async def test_faults_reach_the_engine_as_its_api_calls(engine: tuple[FakeEngine
         assert await backend.etcd_members() == ["etcd-1"]
         # The identity from the demultiplexed log since the container's start.
         assert await backend.identity("scheduler-1") == "scheduler-1_abc"
+        fake.containers["id-controller-manager-1"] = _container("controller-manager-1")
+        assert await backend.controller_managers() == ["controller-manager-1"]
+        assert await backend.identity("controller-manager-1") == "controller-manager-1_abc"
+        del fake.containers["id-controller-manager-1"]
         logs = next(q for m, p, q in fake.calls if p.endswith("/logs"))
         assert logs["since"] == "1796119200.123456789" and logs["stdout"] == logs["stderr"] == "1"
 

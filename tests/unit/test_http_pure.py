@@ -184,10 +184,10 @@ def test_json_patch_rfc6902() -> None:
 def test_body_decoding_and_field_validation() -> None:
     _, msg, unknown = body_object(
         b'{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelecter":{},'
-        b'"containers":[{"name":"c","image":"i","volumeMounts":[]}]}}',
+        b'"containers":[{"name":"c","image":"i","livenessProbe":{}}]}}',
         POD,
     )
-    assert msg.metadata.name == "p" and unknown == ["spec.nodeSelecter", "spec.containers[0].volumeMounts"]  # type: ignore[attr-defined]
+    assert msg.metadata.name == "p" and unknown == ["spec.nodeSelecter", "spec.containers[0].livenessProbe"]  # type: ignore[attr-defined]
     assert str(strict_error(unknown[:1])) == 'strict decoding error: unknown field "spec.nodeSelecter"'
     assert warnings_for(["a.b"]) == ['299 - "unknown field \\"a.b\\""']
     for bad in (b"", b"{", b"[]", b'{"spec": {"containers": "x"}}'):

@@ -391,3 +391,17 @@ def test_rounds_parse_into_sequential_steps_and_scale_with_short() -> None:
 def test_round_errors_name_the_field(rounds: dict[str, Any], needle: str) -> None:
     data = base(rounds=rounds)
     assert needle in error_of(data)
+
+
+def test_the_controller_manager_leader_is_a_target_of_process_faults_only():
+    from chaos.scenario import ScenarioError, parse_scenario
+
+    def scenario(fault: dict) -> dict:
+        return {"name": "cm", "duration": 30, "faults": [{"at": 5, **fault}]}
+
+    for fault in ("kill", "term", "stop", "partition"):
+        parsed = parse_scenario(scenario({"fault": fault, "target": "controller-manager-leader"}))
+        assert parsed.faults[0].target == "controller-manager-leader"
+    for fault in ("clock-skew", "expire-cert", "rotate-leaf"):
+        with pytest.raises(ScenarioError, match="controller-manager leader takes kill, term"):
+            parse_scenario(scenario({"fault": fault, "target": "controller-manager-leader"}))
