@@ -33,6 +33,9 @@ class ControllerOptions:
     node_monitor_period_s: float = 5.0  # --node-monitor-period
     node_startup_grace_period_s: float = 60.0  # --node-startup-grace-period
     terminated_pod_gc_threshold: int = 12500  # --terminated-pod-gc-threshold
+    # podgc's gcCheckPeriod and quarantineTime: constants upstream, options here so tests run fast.
+    pod_gc_period_s: float = 20.0
+    pod_gc_quarantine_s: float = 40.0
     concurrent_syncs: dict[str, int] = field(default_factory=dict)  # --concurrent-*-syncs by controller
 
     def syncs_for(self, controller: str) -> int:

@@ -9,7 +9,8 @@ Ready condition's lastTransitionTime on the controller's clock.
 
 from __future__ import annotations
 
-from kse.objects.timeutil import to_epoch
+from kse.objects.meta import object_key
+from kse.objects.timeutil import now_rfc3339, to_epoch
 from proto import kse_pb2 as pb
 
 POD_SUCCEEDED = "Succeeded"
@@ -67,3 +68,52 @@ def creation_time(obj_meta: pb.ObjectMeta) -> float | None:
         return to_epoch(obj_meta.creation_timestamp)
     except ValueError:
         return None
+
+
+# -- used by the node controllers (nodelifecycle, taint eviction, podgc, daemonset)
+
+TERMINAL_PHASES = (POD_SUCCEEDED, POD_FAILED)
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+def pod_key(pod: pb.Pod) -> str:
+    return object_key(pod.metadata.namespace, pod.metadata.name)
+
+
+def is_terminal(pod: pb.Pod) -> bool:
+    return pod.status.phase in TERMINAL_PHASES
+
+
+def condition(status: pb.PodStatus, ctype: str) -> pb.PodCondition | None:
+    for c in status.conditions:
+        if c.type == ctype:
+            return c
+    return None
+
+
+def update_condition(status: pb.PodStatus, new: pb.PodCondition) -> bool:
+    """podutil.UpdatePodCondition: set `new` in `status`; lastTransitionTime moves only when the
+    status changes. False when nothing changed."""
+    old = condition(status, new.type)
+    stamp = new.last_transition_time or now_rfc3339()
+    if old is None:
+        cond = status.conditions.add()
+        cond.CopyFrom(new)
+        cond.last_transition_time = stamp
+        return True
+    if (old.status, old.reason, old.message) == (new.status, new.reason, new.message):
+        return False
+    if old.status != new.status:
+        old.last_transition_time = stamp
+    old.status, old.reason, old.message = new.status, new.reason, new.message
+    if new.last_probe_time:
+        old.last_probe_time = new.last_probe_time
+    return True
+
+
+def controller_of(meta: pb.ObjectMeta) -> pb.OwnerReference | None:
+    """metav1.GetControllerOf: the owner reference with controller=true."""
+    for ref in meta.owner_references:
+        if ref.HasField("controller") and ref.controller:
+            return ref
+    return None

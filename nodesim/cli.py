@@ -8,6 +8,10 @@ The identity is the PKI's `nodesim` client (CN kse:nodesim, O kse:nodesims), whi
 node: give a connection file, or `--server` with `--ca/--cert/--key`, or `--server` with `--pki-dir`
 (the `nodesim` pair in it). Those files are followed while it runs (a rotated pair or CA bundle
 swaps the channel, no call fails); `--rpc-error-log PATH` logs every failed RPC as a JSON line.
+With `--control-file PATH`, SIGHUP re-reads PATH and stops or starts the kubelets of the nodes it
+names (`{"stopped": ["node-3"], "kubeletVersions": {"node-3": "v1.35.0"}}`): a stopped kubelet
+writes nothing, so its Lease goes stale; a restarted one posts its status at once, with the new
+kubeletVersion if one is given.
 Exit codes: 0 after a clean stop, 1 when it cannot start or the API server refuses it, 2 for bad
 flags.
 """
@@ -261,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="API calls in flight per kind of work (default 64)",
     )
     p.add_argument(
+        "--control-file",
+        type=Path,
+        help='JSON {"stopped": [NODE...], "kubeletVersions": {NODE: VERSION}}, read at start and on SIGHUP',
+    )
+    p.add_argument(
         "--ready-file", type=Path, help='written once every node is registered: {"nodes": N, "pid": N}'
     )
     p.add_argument(
@@ -402,7 +411,10 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
     qps, burst = client_limits(args)
     async with client_channel(args, conn) as channel:
         sim = NodeSimulator(Clientset(channel, qps=qps, burst=burst, user_agent="kse-nodesim/0.1"), config)
-        with stop_on_signals(sim.stop):
+        if args.control_file is not None:
+            if not load_control(args.control_file, sim):
+                return 1
+        with stop_on_signals(sim.stop), reload_on_sighup(args.control_file, sim):
             # Neither task outlives this block; the outcome of `run` is read below.
             async with TaskSet("nodesim", logger=log, failure_level=logging.DEBUG) as tasks:
                 run = tasks.spawn(sim.run(), name="nodesim")
@@ -422,6 +434,34 @@ async def serve(args: argparse.Namespace, config: object, conn: ConnectionFile) 
                 if args.stats_file is not None:
                     write_atomic(args.stats_file, json.dumps(sim.stats.as_dict()) + "\n")
                 return 0
+
+
+def load_control(path: Path, sim: Any) -> bool:
+    """Read the control file and apply it to the simulator; False (logged) if it is unusable."""
+    from nodesim.simulator import KubeletControl
+
+    try:
+        control = KubeletControl.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError) as e:
+        log.error("control file %s not applied: %s", path, e)
+        return False
+    sim.apply_control(control)
+    log.info("control file %s applied: stopped kubelets %s", path, sim.stopped_kubelets() or "none")
+    return True
+
+
+@contextlib.contextmanager
+def reload_on_sighup(path: Path | None, sim: Any) -> Iterator[None]:
+    """SIGHUP re-reads the control file while the block runs (nothing without one)."""
+    if path is None:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, load_control, path, sim)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -154,6 +154,9 @@ class SimNode:
     registered_at: float = 0.0  # wall clock
     registered: bool = False
     lost: bool = False  # the Node was deleted under us: stop writing for it
+    stopped: bool = False  # its kubelet is down (`NodeSimulator.stop_kubelet`): no writes at all
+    beat_epoch: int = 0  # bumped when a stopped kubelet starts: older queued renewals are dropped
+    kubelet_version: str = ""  # overrides the template's nodeInfo.kubeletVersion ("upgraded")
     status_dirty: bool = False
     heartbeat_failures: int = 0
     stats: NodeStats = field(default_factory=NodeStats)
@@ -183,8 +186,12 @@ class SimNode:
         beat = format_time(now)
         since = format_time(self.registered_at or now)
         rows = (
-            ("MemoryPressure", "False", "KubeletHasSufficientMemory",
-             "kubelet has sufficient memory available"),
+            (
+                "MemoryPressure",
+                "False",
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
             ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
             ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
@@ -207,6 +214,8 @@ class SimNode:
         status.addresses.extend(base.addresses)
         status.images.extend(self.cache.status_images())
         status.node_info.CopyFrom(base.node_info)
+        if self.kubelet_version:
+            status.node_info.kubelet_version = self.kubelet_version
         return status
 
     def status_update(self, now: float) -> pb.Node:

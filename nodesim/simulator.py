@@ -32,6 +32,18 @@ What one process does for N nodes, and what it costs the API server:
   (a restart) are adopted, not restarted. With `pre_pull_events`, an informer over Events pulls
   what `PrePullImages` events ask of our nodes (`kse.objects.prepull`), for no pod.
 
+* **Node status as the kubelet keeps it**: ONE informer over nodes; when the stored Ready condition
+  of a running node of ours is not True (the node lifecycle controller marked it Unknown while
+  this process was stopped or cut off), its status is written again at once, as the kubelet's
+  status loop does when the stored status differs from its own. Likewise a Running pod whose
+  Ready condition was set False (MarkPodsNotReady) gets its Running status written again.
+* **Stopped kubelets** (`stop_kubelet(name)` / `start_kubelet(name, kubelet_version=...)`, or the
+  `--control-file` re-read on SIGHUP): a stopped node writes nothing (no Lease renewals, no
+  status, pods neither started nor finalised), so its Lease goes stale and the node lifecycle
+  controller marks it Unknown, as for a SIGSTOPped or killed simulator. Starting it again writes
+  its status at once (with the new `nodeInfo.kubeletVersion`, if given: an "upgraded" kubelet),
+  renews its Lease and looks at its pods again.
+
 Every deadline (lease renewals, status reports, pod starts) sits in one timer heap served by one
 coroutine; API calls run on two bounded worker pools (heartbeats; everything else). All tasks live
 in `run()`'s task group: stopping or cancelling it leaves nothing behind.
@@ -199,6 +211,7 @@ class NodeSimulator:
         self.informer: Informer[pb.Pod] = Informer(
             clientset.pods, field_selector=BOUND_PODS_SELECTOR, name="nodesim-pods"
         )
+        self.node_informer: Informer[pb.Node] = Informer(clientset.nodes, name="nodesim-nodes")
         self._timers: TimerHeap[Callable[[], None]] = TimerHeap(lambda fn: fn())
         self._writes = WorkerPool(self.config.write_concurrency, name="nodesim-writes")
         self._beats = WorkerPool(self.config.heartbeat_concurrency, name="nodesim-heartbeats")
@@ -282,6 +295,8 @@ class NodeSimulator:
         if self.events_informer is not None:
             self.events_informer.add_event_handler(self._on_event, lambda _old, new: self._on_event(new))
             tasks.append(tg.create_task(self.events_informer.run(), name="nodesim-prepull-events"))
+        self.node_informer.add_event_handler(self._on_node, lambda old, new: self._on_node(new), None)
+        tasks.append(tg.create_task(self.node_informer.run(), name="nodesim-node-informer"))
         tasks.append(tg.create_task(self._flush_loop(), name="nodesim-status-flush"))
         if self.config.stats_interval > 0:
             tasks.append(tg.create_task(self._stats_loop(), name="nodesim-stats"))
@@ -340,8 +355,13 @@ class NodeSimulator:
             except ApiError as e:
                 failures += 1
                 delay = min(REGISTER_RETRY_MAX_S, RENEW_RETRY_INITIAL_S * 2**failures)
-                log.warning("registering node %s failed (%s: %s); retrying in %.1fs",
-                            node.name, e.code_name, e.message, delay)
+                log.warning(
+                    "registering node %s failed (%s: %s); retrying in %.1fs",
+                    node.name,
+                    e.code_name,
+                    e.message,
+                    delay,
+                )
                 await asyncio.sleep(delay)
 
     async def _try_register(self, node: SimNode) -> None:
@@ -397,12 +417,12 @@ class NodeSimulator:
     # ------------------------------------------------------------------ heartbeats
 
     def _push_renew(self, node: SimNode, due: float) -> None:
-        job = functools.partial(self._renew, node, due)
+        job = functools.partial(self._renew, node, due, node.beat_epoch)
         self._timers.push(due, functools.partial(self._beats.submit, job))
 
-    async def _renew(self, node: SimNode, due: float) -> None:
-        if node.lost or self._stopping:
-            return
+    async def _renew(self, node: SimNode, due: float, epoch: int = 0) -> None:
+        if node.lost or self._stopping or node.stopped or epoch != node.beat_epoch:
+            return  # a stopped kubelet's renewals start again (a new epoch) in `start_kubelet`
         loop = asyncio.get_running_loop()
         try:
             try:
@@ -416,8 +436,13 @@ class NodeSimulator:
             self.stats.lease_failures += 1
             delay = min(RENEW_RETRY_MAX_S, RENEW_RETRY_INITIAL_S * 2 ** (node.heartbeat_failures - 1))
             self._note_forbidden(e)
-            log.info("lease renewal of %s failed (%s: %s); retrying in %.1fs",
-                     node.name, e.code_name, e.message, delay)
+            log.info(
+                "lease renewal of %s failed (%s: %s); retrying in %.1fs",
+                node.name,
+                e.code_name,
+                e.message,
+                delay,
+            )
             self._push_renew(node, loop.time() + delay)
             return
         now = loop.time()
@@ -435,6 +460,12 @@ class NodeSimulator:
 
     def _report_due(self, node: SimNode) -> None:
         if node.lost or self._stopping:
+            return
+        if node.stopped:  # keep the cadence; nothing is written while the kubelet is down
+            interval = self.config.node_status_report_interval
+            self._timers.push(
+                asyncio.get_running_loop().time() + interval, functools.partial(self._report_due, node)
+            )
             return
         loop_now = asyncio.get_running_loop().time()
         interval = self.config.node_status_report_interval
@@ -455,7 +486,7 @@ class NodeSimulator:
 
     async def _write_status(self, node: SimNode) -> None:
         try:
-            if node.lost or self._stopping:
+            if node.lost or self._stopping or node.stopped:
                 return
             try:
                 await self.cs.nodes.update_status(node.status_update(self._wall()))
@@ -489,7 +520,7 @@ class NodeSimulator:
                 if not node.cache.pulling:
                     self._pulling.discard(node)
             for node in self._order:
-                if node.status_dirty and not node.lost:
+                if node.status_dirty and not node.lost and not node.stopped:
                     self._submit_status(node)
 
     # ------------------------------------------------------------------ pods: informer handlers
@@ -519,8 +550,8 @@ class NodeSimulator:
 
     def _observe(self, pod: pb.Pod) -> None:
         node = self.nodes.get(pod.spec.node_name)
-        if node is None or node.lost:
-            return  # not one of ours
+        if node is None or node.lost or node.stopped:
+            return  # not one of ours, or its kubelet is down (`start_kubelet` looks again)
         meta = pod.metadata
         key = object_key(meta.namespace, meta.name)
         rec = node.pods.get(key)
@@ -536,6 +567,12 @@ class NodeSimulator:
                 self._writes.submit(functools.partial(self._finalize, rec))
             return
         if rec is not None:
+            if rec.state == RUNNING and _not_ready(pod) and pod.status.phase == "Running":
+                # Someone (MarkPodsNotReady) set Ready False while the containers run: the
+                # kubelet's status manager writes its own status again.
+                rec.state = PULLING
+                loop_now = asyncio.get_running_loop().time()
+                self._timers.push(loop_now, functools.partial(self._start_due, node, rec))
             return  # known: our own status write coming back, or a change we do not act on
         now = self._wall()
         phase = pod.status.phase
@@ -677,6 +714,8 @@ class NodeSimulator:
     async def _start_pod(self, node: SimNode, rec: PodRecord) -> None:
         if node.pods.get(rec.key) is not rec or rec.state != PULLING or self._stopping:
             return
+        if node.stopped:
+            return  # `start_kubelet` starts it
         loop = asyncio.get_running_loop()
         pulled = node.cache.settle(loop.time())
         if pulled:
@@ -689,8 +728,12 @@ class NodeSimulator:
         else:
             ip = rec.ip or node.ipam.allocate() or ""
             if not ip:
-                log.warning("node %s has no free pod IP in %s for %s; retrying", node.name,
-                            node.spec.pod_cidr, rec.key)
+                log.warning(
+                    "node %s has no free pod IP in %s for %s; retrying",
+                    node.name,
+                    node.spec.pod_cidr,
+                    rec.key,
+                )
                 self._timers.push(loop.time() + IP_RETRY_S, functools.partial(self._start_due, node, rec))
                 return
             rec.ip = ip
@@ -721,8 +764,14 @@ class NodeSimulator:
                 return
             except ApiError as e:
                 self._note_forbidden(e)
-                log.info("starting pod %s on %s failed (%s: %s); attempt %d", rec.key, node.name,
-                         e.code_name, e.message, attempt + 1)
+                log.info(
+                    "starting pod %s on %s failed (%s: %s); attempt %d",
+                    rec.key,
+                    node.name,
+                    e.code_name,
+                    e.message,
+                    attempt + 1,
+                )
                 await asyncio.sleep(min(RENEW_RETRY_MAX_S, RENEW_RETRY_INITIAL_S * 2**attempt))
                 latest = self.informer.store.get_by(rec.namespace, rec.name)
                 if latest is None or latest.metadata.uid != rec.uid:
@@ -741,6 +790,8 @@ class NodeSimulator:
 
     async def _finalize(self, rec: PodRecord) -> None:
         """A pod marked for deletion: its containers are gone, so remove the object (uid-guarded)."""
+        if self._stopping:
+            return
         try:
             await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid)
             self.stats.pods_finalized += 1
@@ -752,6 +803,71 @@ class NodeSimulator:
             self._note_forbidden(e)
             log.info("finalising pod %s failed (%s: %s)", rec.key, e.code_name, e.message)
             rec.finalizing = False
+
+    # ------------------------------------------------------------------ node status as stored
+
+    def _on_node(self, stored: pb.Node) -> None:
+        node = self.nodes.get(stored.metadata.name)
+        if node is None or node.lost or node.stopped or not node.registered or self._stopping:
+            return
+        ready = next((c for c in stored.status.conditions if c.type == "Ready"), None)
+        if ready is not None and ready.status != "True":
+            self._submit_status(node)
+
+    # ------------------------------------------------------------------ kubelet stop / start
+
+    def stop_kubelet(self, name: str) -> None:
+        """Take node `name`'s kubelet down: it stops writing anything (KeyError: not ours)."""
+        node = self.nodes[name]
+        if node.stopped:
+            return
+        node.stopped = True
+        log.info("kubelet of %s stopped", name)
+
+    def start_kubelet(self, name: str, kubelet_version: str = "") -> None:
+        """Bring node `name`'s kubelet back (with a new kubeletVersion, if given): its status is
+        written at once, its Lease renewed, its pods looked at again (KeyError: not ours)."""
+        node = self.nodes[name]
+        changed = bool(kubelet_version) and kubelet_version != node.kubelet_version
+        if not node.stopped and not changed:
+            return
+        if kubelet_version:
+            node.kubelet_version = kubelet_version
+        was_stopped = node.stopped
+        node.stopped = False
+        node.registered_at = self._wall()
+        log.info("kubelet of %s started%s", name, f" ({kubelet_version})" if kubelet_version else "")
+        if not self._running or not node.registered:
+            return
+        self._submit_status(node)
+        if was_stopped:
+            node.beat_epoch += 1  # a renewal still queued from before the stop is dropped
+            self._push_renew(node, asyncio.get_running_loop().time())
+            for rec in node.pods.values():
+                rec.finalizing = False
+            for pod in self.informer.store.list():
+                if pod.spec.node_name == name:
+                    self._observe(pod)
+                    seen = node.pods.get(object_key(pod.metadata.namespace, pod.metadata.name))
+                    if seen is not None and seen.state == PULLING:
+                        self._start_due(node, seen)
+
+    def stopped_kubelets(self) -> list[str]:
+        return sorted(n.name for n in self._order if n.stopped)
+
+    def apply_control(self, control: KubeletControl) -> None:
+        """Make the set of stopped kubelets (and their versions) what `control` says."""
+        unknown = sorted(set(control.stopped) - self.nodes.keys())
+        if unknown:
+            log.warning("control: no such simulated node(s): %s", ", ".join(unknown))
+        for node in self._order:
+            version = control.kubelet_versions.get(node.name, "")
+            if node.name in control.stopped:
+                if version:
+                    node.kubelet_version = version
+                self.stop_kubelet(node.name)
+            else:
+                self.start_kubelet(node.name, version)
 
     # ------------------------------------------------------------------ shutdown and reporting
 
@@ -805,12 +921,52 @@ class NodeSimulator:
             log.info(
                 "nodes=%d leases/s=%.1f lease_failures=%d max_lateness=%.3fs status_writes=%d "
                 "pods=%s started=%d backlog=heartbeats:%d,writes:%d",
-                s.nodes_registered, (s.lease_renewals - last) / interval, s.lease_failures,
-                s.lease_lateness_max_s, s.node_status_writes, self.pod_counts(), s.pods_started,
-                self._beats.backlog, self._writes.backlog,
+                s.nodes_registered,
+                (s.lease_renewals - last) / interval,
+                s.lease_failures,
+                s.lease_lateness_max_s,
+                s.node_status_writes,
+                self.pod_counts(),
+                s.pods_started,
+                self._beats.backlog,
+                self._writes.backlog,
             )
             last = s.lease_renewals
             s.lease_lateness_max_s = 0.0
+
+
+def _not_ready(pod: pb.Pod) -> bool:
+    return any(c.type == "Ready" and c.status != "True" for c in pod.status.conditions)
+
+
+@dataclass(frozen=True)
+class KubeletControl:
+    """The `--control-file` of `kse nodesim`: which kubelets are down, and the kubeletVersion a
+    node reports once its kubelet is (re)started.
+
+        {"stopped": ["node-3"], "kubeletVersions": {"node-3": "v1.35.0"}}
+    """
+
+    stopped: frozenset[str] = frozenset()
+    kubelet_versions: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: object) -> KubeletControl:
+        """ValueError naming the field when `data` is not the shape above."""
+        if not isinstance(data, dict):
+            raise ValueError("control file: must be a JSON object")
+        extra = sorted(set(data) - {"stopped", "kubeletVersions"})
+        if extra:
+            raise ValueError(f"control file: unknown field(s): {', '.join(extra)}")
+        stopped = data.get("stopped", [])
+        if not isinstance(stopped, list) or not all(isinstance(n, str) and n for n in stopped):
+            raise ValueError("control file: stopped: must be a list of node names")
+        versions = data.get("kubeletVersions", {})
+        if not isinstance(versions, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in versions.items()
+        ):
+            raise ValueError("control file: kubeletVersions: must map node names to version strings")
+        return cls(frozenset(stopped), dict(versions))
 
 
 def _single(eg: BaseExceptionGroup) -> BaseException:  # type: ignore[type-arg]
@@ -828,4 +984,3 @@ def _leaves(eg: BaseExceptionGroup) -> list[BaseException]:  # type: ignore[type
     for e in eg.exceptions:
         out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
     return out
-

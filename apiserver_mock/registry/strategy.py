@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 
 from apiserver_mock.errors import invalid
 from apiserver_mock.registry.defaults import DEFAULTERS
+from apiserver_mock.registry.defaulttolerationseconds import admit_default_toleration_seconds
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.others import SYSTEM_PRIORITY_CLASSES
 from kse.objects.kinds import BY_FIELD, Kind
@@ -119,9 +120,18 @@ class PodStrategy(Strategy):
         apply_match_label_keys(pod)  # on create only, as upstream's PrepareForCreate
         apply_scheduling_gated_condition(pod)
 
+    def prepare_for_update(self, kind: Kind, new: Message, old: Message) -> None:
+        # DefaultTolerationSeconds admits updates of pods proper too (admission.Create, Update),
+        # before the strategy: a patch that replaces the tolerations gets the defaults back.
+        admit_default_toleration_seconds(new)  # type: ignore[arg-type]
+        super().prepare_for_update(kind, new, old)
+
     async def admit_create(self, msg: Message, lookup: Lookup, list_all: ListAll) -> None:
-        """Priority admission: resolve spec.priority and preemptionPolicy from the PriorityClass."""
+        """Priority admission: resolve spec.priority and preemptionPolicy from the PriorityClass;
+        then DefaultTolerationSeconds (upstream runs it before Priority; they touch different
+        fields)."""
         pod: pb.Pod = msg  # type: ignore[assignment]
+        admit_default_toleration_seconds(pod)
         spec = pod.spec
         pcs = BY_FIELD["priority_class"]
         value, policy = 0, PREEMPT_LOWER

@@ -357,7 +357,23 @@ async def test_patch_types(apiserver: ApiServer):
             {"spec": {"tolerations": [{"key": "k", "operator": "Exists"}]}},
             content_type="application/strategic-merge-patch+json",
         )  # fmt: skip
-        assert code == 200 and out["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+        # tolerations are atomic: the list is replaced, then DefaultTolerationSeconds (which admits
+        # updates too) appends its two again, so the update only adds a toleration, as it must.
+        assert code == 200 and out["spec"]["tolerations"] == [
+            {"key": "k", "operator": "Exists"},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+        ]
         # A patch that does not apply, malformed patches, a type that is not served.
         code, body, _ = await http.call(
             "PATCH", f"{NS_PODS}/pt", [{"op": "remove", "path": "/metadata/nope"}],

@@ -109,7 +109,12 @@ def test_apply_label_annotate_patch_wait_and_watch(kubeconfig: Path, tmp_path: P
     assert pod["metadata"]["labels"] == {"app": "web", "tier": "front", "env": "prod", "m": "1", "j": "2"}
     assert pod["metadata"]["annotations"]["note"] == "hi"
     assert "kubectl.kubernetes.io/last-applied-configuration" in pod["metadata"]["annotations"]
-    assert pod["spec"]["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    # The patch replaces the list; DefaultTolerationSeconds appends its two again (as on a cluster).
+    assert [t["key"] for t in pod["spec"]["tolerations"]] == [
+        "k",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ]
     out = kubectl(kubeconfig, "wait", "--for=jsonpath={.status.phase}=Pending", "pod/web", "--timeout=20s")
     assert "condition met" in out.stdout
     out = kubectl(kubeconfig, "get", "pods", "-l", "env=prod", "-o", "name")

@@ -383,7 +383,7 @@ async def test_pod_with_deletion_timestamp_is_finalised_once_and_others_ignored(
     from nodesim.simulator import NodeSimulator
 
     pods = _FakePods()
-    fake = types.SimpleNamespace(pods=pods)
+    fake = types.SimpleNamespace(pods=pods, nodes=_FakePods())  # nodes: the node informer
     sim = NodeSimulator(fake, NodeSimConfig(fleet=FleetConfig(count=1)), heartbeat_clientset=fake)  # type: ignore[arg-type]
     node = sim.nodes["nodesim-0"]
     pod = pb.Pod(
@@ -406,3 +406,20 @@ async def test_pod_with_deletion_timestamp_is_finalised_once_and_others_ignored(
     assert sim.stats.pods_finalized == 1
     sim._on_delete(pod)
     assert node.pods == {} and sim.stats.pods_deleted == 1
+
+
+def test_the_control_file_reads_stopped_kubelets_and_versions_and_names_a_bad_field() -> None:
+    from nodesim.simulator import KubeletControl
+
+    c = KubeletControl.from_json({"stopped": ["n1"], "kubeletVersions": {"n1": "v1.35.0"}})
+    assert c.stopped == frozenset({"n1"}) and c.kubelet_versions == {"n1": "v1.35.0"}
+    assert KubeletControl.from_json({}) == KubeletControl()
+    for bad, field in (
+        ([], "JSON object"),
+        ({"stoped": []}, "stoped"),
+        ({"stopped": "n1"}, "stopped"),
+        ({"stopped": [""]}, "stopped"),
+        ({"kubeletVersions": {"n1": 3}}, "kubeletVersions"),
+    ):
+        with pytest.raises(ValueError, match=field):
+            KubeletControl.from_json(bad)
