@@ -86,9 +86,12 @@ def record_for(
     message: str = "",
     response: bytes | None = None,
     revision: int | None = None,
+    notes: dict[str, object] | None = None,
 ) -> AuditRecord:
     """The record of one write RPC: `request` as received (after the registry's defaulting),
-    `response` the serialized Object answered (None when refused)."""
+    `response` the serialized Object answered (None when refused). `notes`: what the verb said
+    about other objects it wrote in the same transaction (an eviction's budget: `extra.pdb`, the
+    PodDisruptionBudget of the pod's namespace whose status it decremented)."""
     verb, subresource = WRITE_METHODS[method]
     target = _Target.of(method, request)
     ok = code == grpc.StatusCode.OK
@@ -107,6 +110,15 @@ def record_for(
                 extra["lease_duration_seconds"] = spec.lease_duration_seconds
         elif target.kind is POD and verb == "update_status" and target.msg is not None:
             extra["phase"] = target.msg.status.phase  # type: ignore[attr-defined]
+        if (
+            target.kind is POD
+            and verb in ("delete", "evict")
+            and target.msg is not None
+            and target.msg.metadata.deletion_timestamp
+        ):
+            extra["deletion_timestamp"] = target.msg.metadata.deletion_timestamp  # a graceful delete
+    if notes and notes.get("pdb"):
+        extra["pdb"] = notes["pdb"]
     fence = getattr(request, "fence", None)
     dry_run = bool(getattr(request, "dry_run", False))
     if dry_run:

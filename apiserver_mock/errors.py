@@ -95,6 +95,19 @@ class Unavailable(APIError, status=apierrors.SERVICE_UNAVAILABLE):
     """The server cannot answer now (etcd unreachable, shutting down)."""
 
 
+class TooManyRequests(APIError, status=apierrors.TOO_MANY_REQUESTS):
+    """NewTooManyRequests: the request may succeed later (an eviction the disruption budget does
+    not allow now). `causes` are (type, message) pairs, as metav1.StatusCause; `retry_after` the
+    seconds a client should wait (0: not said)."""
+
+    def __init__(
+        self, message: str, *, causes: tuple[tuple[str, str], ...] = (), retry_after: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.causes = causes
+        self.retry_after = retry_after
+
+
 class FencedOff(APIError, status=apierrors.FENCED):
     """A write from a leader whose fencing token no longer matches the Lease."""
 

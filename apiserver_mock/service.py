@@ -189,6 +189,9 @@ class ResourcesService:
         audit = self.audit if name in WRITE_METHODS else None
         if not self.ready.is_set():
             await self.ready.wait()
+        notes: dict[str, object] = {}
+        if name == "Evict":  # the eviction names the budget it consulted, for the audit record
+            verb = partial(self.registry.evict, notes=notes)
         if audit is None:
             return await verb(ident, request)
         # A write runs to its end even when its caller goes away (a client deadline, a cancelled
@@ -210,7 +213,7 @@ class ResourcesService:
             _record_refusal(audit, name, ident, request, code, message)
             raise
         try:
-            audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev))
+            audit.write(record_for(name, ident, request, grpc.StatusCode.OK, "", data, rev, notes))
         except Exception as e:
             log.error("%s/%s: audit log write failed after the write was applied: %s", SERVICE, name, e)
             raise AuditFailed(

@@ -4,6 +4,8 @@ objects named in manifests; flag combinations checked as kubectl checks them."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import time
 
 from cli.resource_io import CommandError, Out, error_text, from_server, lookup, quoted, run
 from cli.resource_manifests import namespace_for, read_manifests
@@ -28,6 +30,8 @@ def _delete_usage_error(args: argparse.Namespace) -> str | None:
         if selecting:
             return "-f cannot be combined with --selector, --field-selector or --all"
         return None
+    if args.now and args.grace_period != -1:
+        return "--now and --grace-period cannot be specified together"
     if not args.resource:
         return "you must provide one or more resources by argument or filename"
     has_names = bool(args.names) or "/" in args.resource
@@ -71,6 +75,42 @@ async def _delete_targets(
     return targets
 
 
+FORCE_WARNING = (
+    "Warning: Immediate deletion does not wait for confirmation that the running resource has been "
+    "terminated. The resource may continue to run on the cluster indefinitely."
+)
+WAIT_POLL_S = 0.2
+
+
+def grace_period(args: argparse.Namespace) -> int | None:
+    """DeleteOptions.gracePeriodSeconds as kubectl delete's Complete derives it: --now is 1;
+    --grace-period=0 without --force is 1 (no accidental force deletion); --force alone is 0;
+    a negative value (the default -1) leaves it unset (the object's own period)."""
+    grace: int = 1 if args.now else args.grace_period
+    if grace == 0 and not args.force:
+        grace = 1
+    if args.force and grace < 0:
+        grace = 0
+    return grace if grace >= 0 else None
+
+
+async def _wait_gone(cs: Clientset, kind: Kind, ns: str, name: str, uid: str, within: float) -> bool:
+    """Until the object (that incarnation: `uid`) is gone, as kubectl delete's --wait; False when
+    `within` s (> 0) passed first."""
+    deadline = time.monotonic() + within if within > 0 else None
+    client = cs.resource(kind)
+    while True:
+        try:
+            obj = await client.get_in(ns, name)
+        except NotFoundError:
+            return True
+        if obj.metadata.uid != uid:  # type: ignore[attr-defined]
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(WAIT_POLL_S)
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     async def body(cs: Clientset, out: Out) -> None:
         problem = _delete_usage_error(args)
@@ -84,9 +124,13 @@ def cmd_delete(args: argparse.Namespace) -> int:
         if selecting and not targets:
             out.line("No resources found")
             return
+        grace = grace_period(args)
+        if args.force:
+            out.note(FORCE_WARNING)
+        pending: list[tuple[Kind, str, str, str]] = []
         for kind, ns, name, source in targets:
             try:
-                await cs.resource(kind).delete_in(ns, name)
+                deleted = await cs.resource(kind).delete_in(ns, name, grace_period_seconds=grace)
             except NotFoundError as e:
                 if not ignore_not_found:
                     out.error(from_server(e, "deleting", source) if source else error_text(e))
@@ -95,5 +139,11 @@ def cmd_delete(args: argparse.Namespace) -> int:
                 out.error(from_server(e, "deleting", source) if source else error_text(e))
                 continue
             out.line(f"{quoted(kind, name)} deleted")
+            if deleted.metadata.deletion_timestamp and args.wait:  # type: ignore[attr-defined]
+                pending.append((kind, ns, name, deleted.metadata.uid))  # type: ignore[attr-defined]
+        # As kubectl: a graceful delete is waited for (the pod Terminating until its kubelet ends it).
+        for kind, ns, name, uid in pending:
+            if not await _wait_gone(cs, kind, ns, name, uid, args.timeout):
+                out.error(f"error: timed out waiting for the condition on {kind.resource}/{name}")
 
     return run(args, body)

@@ -35,7 +35,7 @@ from kse import printers
 from kse.client.clientset import BOOKMARK, DELETED, Clientset, WatchEvent, key_of
 from kse.client.errors import NotFoundError
 from kse.client.reflector import Reflector
-from kse.durations import PositiveDuration
+from kse.durations import DurationFlag, PositiveDuration
 from kse.objects.apply import (
     LAST_APPLIED,
 )
@@ -167,6 +167,32 @@ def register(subparsers: Any) -> None:
         action="store_true",
         default=None,
         help="treat a missing object as deleted (the default with -l and --all)",
+    )
+    p.add_argument(
+        "--grace-period",
+        type=int,
+        default=-1,
+        help="seconds a pod gets to terminate (negative: its own terminationGracePeriodSeconds; "
+        "0 only with --force, else it means 1)",
+    )
+    p.add_argument("--now", action="store_true", help="signal immediate shutdown (same as --grace-period=1)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="remove at once, without waiting for the kubelet (with --grace-period=0: force deletion)",
+    )
+    p.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="wait for gracefully deleted objects to be gone (default: yes)",
+    )
+    p.add_argument(
+        "--timeout",
+        action=DurationFlag,
+        default=0.0,
+        metavar="DURATION",
+        help="with --wait: give up after this long, e.g. 30s (default 0: no limit)",
     )
     _common(p)
     p.set_defaults(func=cmd_delete)

@@ -10,6 +10,7 @@ from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
+from controllers.disruption import DisruptionController
 from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEvictionController
 
@@ -22,4 +23,5 @@ CONTROLLERS: dict[str, ControllerFactory] = {
     NodeLifecycleController.name: NodeLifecycleController,
     PodGCController.name: PodGCController,
     TaintEvictionController.name: TaintEvictionController,
+    "disruption": DisruptionController,
 }

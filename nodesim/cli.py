@@ -238,6 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="changed node status (images) is written at most this often per node (default 1s)",
     )
     kub.add_argument(
+        "--termination-delay",
+        action=DurationFlag,
+        default=None,
+        metavar="DURATION",
+        help="how long a pod being deleted takes to stop: min(its grace period, this) "
+        "(default: the grace period, as containers that ignore SIGTERM)",
+    )
+    kub.add_argument(
         "--delete-nodes-on-exit",
         action="store_true",
         help="delete the nodes and their leases on SIGTERM / SIGINT",
@@ -338,6 +346,7 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> ob
             heartbeat_qps=args.heartbeat_qps,
             delete_nodes_on_exit=args.delete_nodes_on_exit,
             stats_interval=args.stats_interval,
+            termination_delay=args.termination_delay,
         )
     except (TemplateError, ValueError, OSError) as e:
         p.error(str(e))

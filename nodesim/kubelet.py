@@ -107,6 +107,7 @@ PULLING = "Pulling"  # images being pulled; a start is scheduled
 STARTING = "Starting"  # the Running status is being written
 RUNNING = "Running"  # Running written (or found running)
 TERMINAL = "Terminal"  # Succeeded/Failed: nothing to do
+TERMINATING = "Terminating"  # deletionTimestamp set: containers stopping, then the pod is deleted
 
 
 @dataclass
@@ -126,6 +127,7 @@ class PodRecord:
     # (manifest checks of present images with pull policy Always).
     waiting: set[str] = field(default_factory=set)
     not_before: float = 0.0
+    stop_at: float | None = None  # loop time the containers have stopped (terminating pods)
 
     @property
     def key(self) -> str:
@@ -283,6 +285,24 @@ class SimNode:
             status.container_statuses.append(
                 pb.ContainerStatus(name=c.name, image=c.image, ready=True, restart_count=0, started=True)
             )
+        return status
+
+    @staticmethod
+    def stopped_status(pod: pb.Pod, now: float) -> pb.PodStatus:
+        """The status of a terminating `pod` once its containers are stopped: phase kept (as the
+        kubelet keeps it until the pod is gone), containers not started or ready, the Ready and
+        ContainersReady conditions False (no endpoint, no disruption budget counts it)."""
+        status = pb.PodStatus()
+        status.CopyFrom(pod.status)
+        stamp = format_time(now)
+        for cond in status.conditions:
+            if cond.type in ("Ready", "ContainersReady") and cond.status != "False":
+                cond.status = "False"
+                cond.reason = "PodCompleted"
+                cond.last_transition_time = stamp
+        for cs in status.container_statuses:
+            cs.ready = False
+            cs.started = False
         return status
 
     def images_of(self, pod: pb.Pod) -> tuple[str, ...]:

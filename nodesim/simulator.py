@@ -27,8 +27,10 @@ What one process does for N nodes, and what it costs the API server:
   status (`SimNode.running_status`) through pods/status, with the pod's resourceVersion as
   precondition (on conflict: re-read, check it is still the same pod on the same node, retry).
   Pulled images join the node's `status.images`. A pod
-  with a deletionTimestamp is finalised by deleting it (uid precondition), as a kubelet does after
-  termination; a deleted pod leaves the bookkeeping and frees its IP. Pods found already Running
+  with a deletionTimestamp (a graceful delete) is stopped: its containers report not ready, and
+  after min(deletionGracePeriodSeconds, `termination_delay`) it is deleted with grace 0 and its uid
+  as precondition, as a kubelet does once the pod has terminated (`_terminate`); a deleted pod
+  leaves the bookkeeping and frees its IP. Pods found already Running
   (a restart) are adopted, not restarted. With `pre_pull_events`, an informer over Events pulls
   what `PrePullImages` events ask of our nodes (`kse.objects.prepull`), for no pod.
 
@@ -83,6 +85,7 @@ from nodesim.kubelet import (
     STARTING,
     TERMINAL,
     TERMINAL_PHASES,
+    TERMINATING,
     PodRecord,
     SimNode,
 )
@@ -129,10 +132,15 @@ class NodeSimConfig:
     heartbeat_qps: float = 0.0  # the heartbeat client's limit; 0: none (kubelet's heartbeat client)
     delete_nodes_on_exit: bool = False
     stats_interval: float = 30.0  # log a stats line this often; 0: never
+    # A pod being deleted stops after min(its deletionGracePeriodSeconds, this) s (None: the grace
+    # period, as containers that only exit when killed), then is deleted with grace 0.
+    termination_delay: float | None = None
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval <= 0:
             raise ValueError(f"heartbeat interval must be > 0, got {self.heartbeat_interval}")
+        if self.termination_delay is not None and self.termination_delay < 0:
+            raise ValueError(f"termination delay must be >= 0, got {self.termination_delay}")
         if self.lease_duration_seconds <= 0:
             raise ValueError(f"lease duration must be > 0, got {self.lease_duration_seconds}")
         if self.node_status_report_interval <= 0 or self.node_status_batch_interval <= 0:
@@ -562,9 +570,7 @@ class NodeSimulator:
             if rec is None:
                 rec = PodRecord(meta.namespace, meta.name, meta.uid, TERMINAL, self._wall())
                 node.pods[key] = rec
-            if not rec.finalizing:
-                rec.finalizing = True
-                self._writes.submit(functools.partial(self._finalize, rec))
+            self._terminate(node, rec, pod)
             return
         if rec is not None:
             if rec.state == RUNNING and _not_ready(pod) and pod.status.phase == "Running":
@@ -778,22 +784,72 @@ class NodeSimulator:
                     return
                 pod = latest
                 continue
-            if node.pods.get(rec.key) is rec:
+            if node.pods.get(rec.key) is rec and rec.state == STARTING:  # not terminating meanwhile
                 rec.state = RUNNING
             self.stats.pods_started += 1
             node.stats.pods_started += 1
             return
         self.stats.pod_start_failures += 1
-        if node.pods.get(rec.key) is rec:
+        if node.pods.get(rec.key) is rec and rec.state == STARTING:
             rec.state = PULLING
             self._timers.push(loop.time() + IP_RETRY_S, functools.partial(self._start_due, node, rec))
 
+    def _terminate(self, node: SimNode, rec: PodRecord, pod: pb.Pod) -> None:
+        """A pod with a deletionTimestamp: the kubelet's side of graceful deletion. Its containers
+        stop (pulls and starts are abandoned) after min(deletionGracePeriodSeconds,
+        `termination_delay`), counted from when this kubelet first saw the deletion (as the
+        kubelet does, trusting its own clock); a second delete that shortens the period moves it
+        earlier. Then the pod's status says its containers stopped and the pod is deleted with
+        grace 0 and its uid as precondition (the kubelet's final delete)."""
+        meta = pod.metadata
+        has_grace = meta.HasField("deletion_grace_period_seconds")
+        grace = float(meta.deletion_grace_period_seconds) if has_grace else 0.0
+        delay = grace if self.config.termination_delay is None else min(grace, self.config.termination_delay)
+        loop_now = asyncio.get_running_loop().time()
+        if rec.state != TERMINAL:
+            rec.state = TERMINATING
+        due = loop_now + max(0.0, delay)
+        if rec.stop_at is not None and rec.stop_at <= due:
+            return  # already stopping at least as soon
+        first = rec.stop_at is None
+        rec.stop_at = due
+        if delay <= 0:  # nothing to wait for (grace 0 never gets here: such a pod is gone at once)
+            self._stop_due(rec, due)
+            return
+        if first and rec.state == TERMINATING:
+            self._writes.submit(functools.partial(self._report_stopping, rec))
+        self._timers.push(due, functools.partial(self._stop_due, rec, due))
+
+    def _stop_due(self, rec: PodRecord, due: float) -> None:
+        if rec.stop_at == due and not rec.finalizing:
+            rec.finalizing = True
+            self._writes.submit(functools.partial(self._finalize, rec))
+
+    async def _report_stopping(self, rec: PodRecord) -> None:
+        """The terminating pod's containers are no longer ready (one status write; best effort:
+        a conflict or a pod already gone is left to the final delete)."""
+        pod = self.informer.store.get_by(rec.namespace, rec.name)
+        if pod is None or pod.metadata.uid != rec.uid or self._stopping:
+            return
+        update = pb.Pod(
+            metadata=pb.ObjectMeta(
+                name=rec.name, namespace=rec.namespace, resource_version=pod.metadata.resource_version
+            ),
+            status=SimNode.stopped_status(pod, self._wall()),
+        )
+        try:
+            await self.cs.pods.update_status(update)
+        except ApiError as e:
+            self._note_forbidden(e)
+            log.debug("marking pod %s stopped failed (%s: %s)", rec.key, e.code_name, e.message)
+
     async def _finalize(self, rec: PodRecord) -> None:
-        """A pod marked for deletion: its containers are gone, so remove the object (uid-guarded)."""
+        """A pod marked for deletion whose containers have stopped: remove the object (grace 0,
+        uid-guarded), as the kubelet's status manager does once the pod is terminated."""
         if self._stopping:
             return
         try:
-            await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid)
+            await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid, grace_period_seconds=0)
             self.stats.pods_finalized += 1
         except NotFoundError:
             pass
@@ -801,8 +857,10 @@ class NodeSimulator:
             pass  # another pod of that name by now
         except ApiError as e:
             self._note_forbidden(e)
-            log.info("finalising pod %s failed (%s: %s)", rec.key, e.code_name, e.message)
+            log.info("finalising pod %s failed (%s: %s); retrying", rec.key, e.code_name, e.message)
             rec.finalizing = False
+            rec.stop_at = asyncio.get_running_loop().time() + IP_RETRY_S
+            self._timers.push(rec.stop_at, functools.partial(self._stop_due, rec, rec.stop_at))
 
     # ------------------------------------------------------------------ node status as stored
 

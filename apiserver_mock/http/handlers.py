@@ -221,23 +221,39 @@ class Handlers:
         return web.Response(body=CREATED_STATUS, status=201, content_type="application/json")
 
     async def evict(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
+        """policy/v1 Eviction: its deleteOptions (grace period, preconditions, dryRun) go to Evict."""
         raw = codec.decode_json(body)
         meta = raw.get("metadata") if isinstance(raw, dict) else None
         name = meta.get("name", "") if isinstance(meta, dict) else ""
         if name and name != t.name:
             raise BadRequest(f"name in URL does not match name in Eviction object: {t.name} != {name}")
-        if params.dry_run(request.query):
-            raise BadRequest("dryRun is not supported for pods/eviction")
-        await self.call(
-            "Evict", ident, pb.EvictRequest(namespace=t.namespace, name=t.name, fence=self._fence(request))
+        opts = raw.get("deleteOptions") if isinstance(raw, dict) else None
+        if opts is None:
+            opts = {}
+        if not isinstance(opts, dict):
+            raise BadRequest("deleteOptions: expected a DeleteOptions object")
+        _check_delete_options(opts)
+        pre = opts.get("preconditions") or {}
+        req = pb.EvictRequest(
+            namespace=t.namespace,
+            name=t.name,
+            fence=self._fence(request),
+            dry_run=self._delete_dry_run(request, opts),
+            resource_version=str(pre.get("resourceVersion") or ""),
+            uid=str(pre.get("uid") or ""),
         )
+        grace = opts.get("gracePeriodSeconds")
+        if grace is not None:
+            req.grace_period_seconds = grace
+        await self.call("Evict", ident, req)
         return Reply(success_body(201), 201).response()
 
     async def delete(self, request: web.Request, ident: Identity, t: Target, body: bytes) -> web.Response:
+        """DELETE: the deleted object, or for a pod whose deletion is graceful the pod as it is now
+        (deletionTimestamp set), both 200 as upstream (kubectl then waits for the pod to go)."""
         opts = self._delete_options(request, body)
         pre = opts.get("preconditions") or {}
-        if not isinstance(pre, dict):
-            raise BadRequest("preconditions: expected an object with uid and resourceVersion")
+        q = request.query
         req = pb.DeleteRequest(
             resource=t.kind.resource,
             namespace=t.namespace,
@@ -245,14 +261,13 @@ class Handlers:
             resource_version=str(pre.get("resourceVersion") or ""),
             uid=str(pre.get("uid") or ""),
             fence=self._fence(request),
+            propagation_policy=str(opts.get("propagationPolicy") or q.get("propagationPolicy", "")),
+            dry_run=self._delete_dry_run(request, opts),
         )
-        if self._delete_dry_run(request, opts):
-            self.service.registry.authz.authorize(ident, "delete", t.kind, "", t.namespace, t.name)
-            data, _ = await self.call(
-                "Get", ident, pb.GetRequest(resource=t.kind.resource, namespace=t.namespace, name=t.name)
-            )
-        else:
-            data, _ = await self.call("Delete", ident, req)
+        grace = _grace_period(request, opts)
+        if grace is not None:
+            req.grace_period_seconds = grace
+        data, _ = await self.call("Delete", ident, req)
         return object_reply(data)
 
     async def delete_collection(
@@ -271,6 +286,7 @@ class Handlers:
         lst = codec.list_json(t.kind, data)
         if self._delete_dry_run(request, opts):
             return Reply(lst).response()
+        grace = _grace_period(request, opts)
         deleted = []
         for item in lst["items"]:
             meta = item["metadata"]
@@ -280,6 +296,8 @@ class Handlers:
                 name=meta["name"],
                 fence=self._fence(request),
             )
+            if grace is not None:
+                dreq.grace_period_seconds = grace
             try:
                 out, _ = await self.call("Delete", ident, dreq)
             except NotFound:
@@ -290,8 +308,8 @@ class Handlers:
 
     @staticmethod
     def _delete_options(request: web.Request, body: bytes) -> dict[str, Any]:
-        """DeleteOptions from the body and the query (gracePeriodSeconds, propagationPolicy are
-        accepted and checked; kse deletes at once and has no garbage collector to propagate to)."""
+        """DeleteOptions from the body and the query, checked (gracePeriodSeconds drives a pod's
+        graceful deletion; propagationPolicy is accepted: kse has no garbage collector)."""
         opts: dict[str, Any] = {}
         if body.strip():
             raw = codec.decode_json(body)
@@ -300,11 +318,8 @@ class Handlers:
             opts = raw
         q = request.query
         params.integer(q, "gracePeriodSeconds", minimum=-(2**63))
-        grace = opts.get("gracePeriodSeconds")
-        if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
-            raise BadRequest("gracePeriodSeconds: Invalid value: must be an integer")
         params.propagation_policy(q.get("propagationPolicy", ""))
-        params.propagation_policy(str(opts.get("propagationPolicy") or ""))
+        _check_delete_options(opts)
         return opts
 
     @staticmethod
@@ -453,3 +468,22 @@ def _patcher(content_type: str, kind: Kind) -> Any:
     if content_type == STRATEGIC_PATCH:
         return lambda doc, p, request: _strategic(doc, p, kind)
     raise UnsupportedMediaType(f"{UNKNOWN_FORMAT}; got {content_type!r}")
+
+
+def _check_delete_options(opts: dict[str, Any]) -> None:
+    """The DeleteOptions fields kse reads, checked before anything runs (BadRequest names the field)."""
+    grace = opts.get("gracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
+        raise BadRequest("gracePeriodSeconds: Invalid value: must be an integer")
+    params.propagation_policy(str(opts.get("propagationPolicy") or ""))
+    pre = opts.get("preconditions") or {}
+    if not isinstance(pre, dict):
+        raise BadRequest("preconditions: expected an object with uid and resourceVersion")
+
+
+def _grace_period(request: web.Request, opts: dict[str, Any]) -> int | None:
+    """DeleteOptions.gracePeriodSeconds from the body, else the query; None when neither sets it."""
+    grace = opts.get("gracePeriodSeconds")
+    if grace is None and request.query.get("gracePeriodSeconds", ""):
+        grace = params.integer(request.query, "gracePeriodSeconds", minimum=-(2**63))
+    return grace  # type: ignore[no-any-return]

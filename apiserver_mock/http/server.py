@@ -131,8 +131,9 @@ class HTTPFrontDoor:
                 subject = Subject(subject.kind, request[OBJECT_NAME], subject.subresource)
             code, body = http_error(e, subject, f"HTTP {request.method} {path}")
             resp = Reply(body, code).response()
-            if code == 429:
-                resp.headers["Retry-After"] = "1"
+            retry_after = (body.get("details") or {}).get("retryAfterSeconds")
+            if code == 429 and retry_after:  # as upstream: only when the Status says how long
+                resp.headers["Retry-After"] = str(retry_after)
             return resp
         finally:
             if counted:

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from apiserver_mock.errors import APIError, Invalid
+from apiserver_mock.errors import TooManyRequests as BudgetTooManyRequests
 from apiserver_mock.service import error_status
 from kse import apierrors
 from kse.objects.kinds import Kind
@@ -141,6 +142,11 @@ def http_error(
                 details["group"] = kind.group
             details["kind"] = kind.kind
         details["causes"] = [cause_of(f) for f in e.field_errors]
+    elif isinstance(e, BudgetTooManyRequests):
+        # NewTooManyRequests + the eviction's DisruptionBudget cause (details has no name/kind).
+        details = {"causes": [{"reason": t, "message": m} for t, m in e.causes]} if e.causes else {}
+        if e.retry_after:
+            details["retryAfterSeconds"] = e.retry_after
     elif grpc_code == grpc.StatusCode.UNAVAILABLE and message.startswith(TOO_LARGE_RV):
         # storage.NewTooLargeResourceVersionError: a 504 Timeout that clients retry after 1 s.
         code, reason = 504, "Timeout"

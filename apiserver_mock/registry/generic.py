@@ -22,6 +22,7 @@ from apiserver_mock import errors, wire
 from apiserver_mock.auth.authz import Authorizer, ObjectCheck
 from apiserver_mock.errors import Conflict, FencedOff, Invalid, NotFound
 from apiserver_mock.fencing import Fencer, Guard, violated
+from apiserver_mock.registry.graceful import IMMEDIATE, plan_pod_deletion
 from apiserver_mock.registry.strategy import (
     MAX_NAME_GENERATION_ATTEMPTS,
     STRATEGIES,
@@ -268,16 +269,20 @@ class Registry:
         want_rv = parse_rv(req.resource_version) if req.resource_version else None
         if not req.name:
             raise Invalid("name is required")
+        _check_propagation(req.propagation_policy)
         guard = await self.guard(ident, req.fence, kind, "", req.name)
-        return await self._delete(kind, ns, req.name, check, want_rv, req.uid, guard)
+        grace = req.grace_period_seconds if req.HasField("grace_period_seconds") else None
+        return await self._delete(
+            kind, ns, req.name, check, want_rv, req.uid, guard, grace=grace, dry_run=req.dry_run
+        )
 
-    async def evict(self, ident: Identity, req: pb.EvictRequest) -> tuple[bytes, int]:
-        ns = self.namespace_for(POD, req.namespace)
-        check = self.authz.authorize(ident, "create", POD, "eviction", ns, req.name)
-        if not req.name:
-            raise Invalid("name is required")
-        guard = await self.guard(ident, req.fence, POD, "eviction", req.name)
-        return await self._delete(POD, ns, req.name, check, None, "", guard)
+    async def evict(
+        self, ident: Identity, req: pb.EvictRequest, notes: dict[str, object] | None = None
+    ) -> tuple[bytes, int]:
+        """pods/eviction: a delete that honours PodDisruptionBudgets (`eviction.evict`)."""
+        from apiserver_mock.registry.eviction import evict  # the eviction module builds on this one
+
+        return await evict(self, ident, req, notes)
 
     async def _delete(
         self,
@@ -288,20 +293,34 @@ class Registry:
         want_rv: int | None,
         want_uid: str,
         guard: Guard,
+        *,
+        grace: int | None = None,
+        dry_run: bool = False,
     ) -> tuple[bytes, int]:
+        """Delete, or for a pod start (or shorten) its graceful deletion (`graceful`): the answer
+        is the object as deleted, or the terminating pod as stored."""
         key = self.cache(kind).key(ns, name)
         base = await self._base(kind, key, want_rv)
         for _ in range(MAX_CAS_ATTEMPTS):
             if base is None:
                 raise errors.not_found(kind, name)
-            failed = _precondition_failure(base.msg.metadata.uid, base.revision, want_uid, want_rv)  # type: ignore[attr-defined]
+            failed = precondition_failure(base.msg.metadata.uid, base.revision, want_uid, want_rv)  # type: ignore[attr-defined]
             if failed:
                 raise errors.conflict(kind, name, failed)
             if check is not None:
                 check.check(base.msg)
-            res = await self.store.delete(key, base.revision, guard)
+            plan = plan_pod_deletion(base.msg, grace) if kind is POD else IMMEDIATE  # type: ignore[arg-type]
+            if plan.pending:  # already terminating: nothing to change
+                return wire.object_wire(kind, base.value, base.revision), base.revision
+            value = plan.pod.SerializeToString() if plan.pod is not None else None
+            if dry_run:
+                return wire.object_wire(kind, value or base.value, base.revision), base.revision
+            if value is None:
+                res = await self.store.delete(key, base.revision, guard)
+            else:
+                res = await self.store.update(key, value, base.revision, guard)
             if res.succeeded:
-                return wire.object_wire(kind, base.value, res.revision), res.revision
+                return wire.object_wire(kind, value or base.value, res.revision), res.revision
             self.check_guard(guard, res)
             guard = res.guard
             base = self._from(kind, res.current)
@@ -368,7 +387,7 @@ def _binding_problem(
     """Why `pod` (stored at `revision`) cannot be bound as requested, or None."""
     if pod.spec.node_name:
         return _already_assigned(ns, name, pod.spec.node_name)
-    failed = _precondition_failure(pod.metadata.uid, revision, want_uid, want_rv)
+    failed = precondition_failure(pod.metadata.uid, revision, want_uid, want_rv)
     if failed:
         return errors.conflict(POD, name, failed)
     if pod.spec.scheduling_gates:
@@ -412,7 +431,7 @@ def _already_assigned(ns: str, name: str, node: str) -> Conflict:
     )
 
 
-def _precondition_failure(uid: str, revision: int, want_uid: str, want_rv: int | None) -> str:
+def precondition_failure(uid: str, revision: int, want_uid: str, want_rv: int | None) -> str:
     """Why a stored object (uid, revision) fails the uid / resourceVersion preconditions ("" if none)."""
     if want_uid and want_uid != uid:
         return f"Precondition failed: UID in precondition: {want_uid}, UID in object meta: {uid}"
@@ -422,6 +441,19 @@ def _precondition_failure(uid: str, revision: int, want_uid: str, want_rv: int |
             f"ResourceVersion in object meta: {revision}"
         )
     return ""
+
+
+PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+
+
+def _check_propagation(policy: str) -> None:
+    """DeleteOptions.propagationPolicy: accepted when valid (kse has no garbage collector, so every
+    policy deletes just the object), refused naming the field otherwise."""
+    if policy and policy not in PROPAGATION_POLICIES:
+        raise Invalid(
+            f'propagationPolicy: Unsupported value: "{policy}": supported values: '
+            + ", ".join(f'"{p}"' for p in PROPAGATION_POLICIES)
+        )
 
 
 def _required(path: str) -> FieldErrors:

@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 from apiserver_mock.errors import invalid
 from apiserver_mock.registry.defaults import DEFAULTERS
 from apiserver_mock.registry.defaulttolerationseconds import admit_default_toleration_seconds
+from apiserver_mock.registry.graceful import DEFAULT_TERMINATION_GRACE_PERIOD_S
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.others import SYSTEM_PRIORITY_CLASSES
 from kse.objects.kinds import BY_FIELD, Kind
@@ -61,6 +62,7 @@ class Strategy:
         meta.creation_timestamp = now_rfc3339()
         meta.resource_version = ""
         meta.deletion_timestamp = ""
+        meta.ClearField("deletion_grace_period_seconds")
         meta.generation = 1
         if not msg.api_version:  # type: ignore[attr-defined]
             msg.api_version = kind.api_version  # type: ignore[attr-defined]
@@ -77,7 +79,13 @@ class Strategy:
         if not meta.uid:
             meta.uid = old_meta.uid
         meta.creation_timestamp = old_meta.creation_timestamp
+        # An update can never remove or change a deletion timestamp or its grace period
+        # (rest.BeforeUpdate); a graceful delete is the only way to set them.
         meta.deletion_timestamp = old_meta.deletion_timestamp
+        if old_meta.HasField("deletion_grace_period_seconds"):
+            meta.deletion_grace_period_seconds = old_meta.deletion_grace_period_seconds
+        else:
+            meta.ClearField("deletion_grace_period_seconds")
         meta.resource_version = ""
         meta.generate_name = old_meta.generate_name
         if self.has_status:
@@ -117,6 +125,8 @@ class PodStrategy(Strategy):
         pod.status.qos_class = qos_class(pod.spec)
         if not pod.spec.scheduler_name:
             pod.spec.scheduler_name = DEFAULT_SCHEDULER
+        if not pod.spec.HasField("termination_grace_period_seconds"):  # SetDefaults_PodSpec
+            pod.spec.termination_grace_period_seconds = DEFAULT_TERMINATION_GRACE_PERIOD_S
         apply_match_label_keys(pod)  # on create only, as upstream's PrepareForCreate
         apply_scheduling_gated_condition(pod)
 

@@ -65,6 +65,28 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class KeyWrite:
+    """One key of a multi-key write: put `value` (None: delete the key) if the key's mod_revision
+    is still `mod_revision`."""
+
+    key: bytes
+    value: bytes | None
+    mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class ManyWriteResult:
+    """Outcome of `Store.write_all`: as `WriteResult`, with `currents` one per written key (in the
+    order given; None: absent) when it failed."""
+
+    succeeded: bool
+    revision: int
+    currents: tuple[KeyValue | None, ...] = ()
+    guard_values: tuple[KeyValue | None, ...] = ()
+    guard: Guard = NO_GUARD
+
+
+@dataclass(frozen=True, slots=True)
 class WriteResult:
     """Outcome of a conditional write. On failure, `current` is the key as it is now (None: absent),
     `guard_values` the guard's keys as they are now, and `guard` the guard to retry with (renewed
@@ -115,6 +137,57 @@ class Store:
         """Delete `key` if nobody wrote it since `mod_revision` (and the guard holds)."""
         compare = Compare.mod_revision(key) == mod_revision
         return await self._txn(compare, Op.delete(key), key, mod_revision, guard, None)
+
+    async def write_all(self, writes: Sequence[KeyWrite], guard: Guard = NO_GUARD) -> ManyWriteResult:
+        """Apply every write in ONE transaction, or none: each compared on its key's mod_revision
+        (plus the guard). For writes that must land together, as an eviction's PDB status and its
+        pod (apiserver_mock.registry.eviction). An unknown outcome is resolved as for one key
+        (module doc), on the first write that puts a value: all of them landed, or none did."""
+        if not writes:
+            raise ValueError("write_all needs at least one write")
+        marker = next((w for w in writes if w.value is not None), writes[0])
+        own = [Compare.mod_revision(w.key) == w.mod_revision for w in writes]
+        ops = [Op.delete(w.key) if w.value is None else Op.put(w.key, w.value) for w in writes]
+        reads = [*(Op.get(w.key) for w in writes), *(Op.get(k) for k in guard.keys)]
+        n = len(writes)
+        renewals = 0
+        give_up: float | None = None
+        while True:
+            try:
+                res = await self.etcd.txn((*own, *guard.compares), ops, reads)
+            except EtcdOutcomeUnknownError as err:
+                give_up = self._unknown(marker.key, err, give_up)
+                continue
+            except EtcdUnavailableError as err:
+                if give_up is None:
+                    raise
+                why = f"no etcd member answered the re-sent write: {err}"
+                raise self._unresolved(marker.key, why) from err
+            if res.succeeded:
+                if give_up is not None:
+                    self.resolved_not_landed += 1
+                return ManyWriteResult(True, res.revision, guard=guard)
+            values = [r.kvs[0] if isinstance(r, RangeResult) and r.kvs else None for r in res.responses]
+            currents = tuple(values[:n])
+            if give_up is not None:
+                now_there = currents[writes.index(marker)]
+                landed = await self._landed(marker.key, marker.value, marker.mod_revision, now_there, give_up)
+                if landed is not None:
+                    self.resolved_landed += 1
+                    return ManyWriteResult(True, landed, guard=guard)
+            guard_values = tuple(values[n:])
+            renewed = guard.renewed(guard_values) if guard.keys else None
+            if renewed is None:
+                break
+            guard = renewed
+            moved = any(
+                (kv.mod_revision if kv is not None else 0) != w.mod_revision
+                for kv, w in zip(currents, writes, strict=True)
+            )
+            renewals += 1
+            if moved or renewals > MAX_LEASE_RENEWALS:
+                break
+        return ManyWriteResult(False, res.revision, currents, guard_values, guard)
 
     async def _txn(
         self, compare: Compare, op: Op, key: bytes, expect: int, guard: Guard, value: bytes | None

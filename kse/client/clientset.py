@@ -396,12 +396,19 @@ class ResourceClient(Generic[T]):
         resource_version: str = "",
         uid: str = "",
         fence: pb.FenceToken | None = None,
+        grace_period_seconds: int | None = None,
     ) -> T:
-        """Delete; returns the object as deleted (its resourceVersion is the deleting revision)."""
+        """Delete; returns the object as deleted (its resourceVersion is the deleting revision).
+
+        A scheduled, running pod is deleted gracefully (`grace_period_seconds`, else its
+        terminationGracePeriodSeconds): the answer is the pod with its deletionTimestamp set, and
+        it goes when its kubelet has stopped it. `grace_period_seconds=0` removes it at once."""
         self._check_namespace(namespace)
         req = pb.DeleteRequest(
             resource=self.resource, namespace=namespace, name=name, resource_version=resource_version, uid=uid
         )
+        if grace_period_seconds is not None:
+            req.grace_period_seconds = grace_period_seconds
         if fence is not None:
             req.fence.CopyFrom(fence)
         out = await self._clientset._unary("delete", self.resource, "Delete", req, idempotent=False)
@@ -422,8 +429,16 @@ class NamespacedResourceClient(ResourceClient[T]):
         resource_version: str = "",
         uid: str = "",
         fence: pb.FenceToken | None = None,
+        grace_period_seconds: int | None = None,
     ) -> T:
-        return await self.delete_in(namespace, name, resource_version=resource_version, uid=uid, fence=fence)
+        return await self.delete_in(
+            namespace,
+            name,
+            resource_version=resource_version,
+            uid=uid,
+            fence=fence,
+            grace_period_seconds=grace_period_seconds,
+        )
 
 
 class ClusterResourceClient(ResourceClient[T]):
@@ -433,9 +448,18 @@ class ClusterResourceClient(ResourceClient[T]):
         return await self.get_in("", name)
 
     async def delete(
-        self, name: str, *, resource_version: str = "", uid: str = "", fence: pb.FenceToken | None = None
+        self,
+        name: str,
+        *,
+        resource_version: str = "",
+        uid: str = "",
+        fence: pb.FenceToken | None = None,
+        grace_period_seconds: int | None = None,
     ) -> T:
-        return await self.delete_in("", name, resource_version=resource_version, uid=uid, fence=fence)
+        return await self.delete_in(
+            "", name, resource_version=resource_version, uid=uid, fence=fence,
+            grace_period_seconds=grace_period_seconds,
+        )
 
 
 class PodsClient(NamespacedResourceClient[pb.Pod]):
@@ -450,9 +474,25 @@ class PodsClient(NamespacedResourceClient[pb.Pod]):
         out = await self._clientset._unary("create", "pods/binding", "Bind", req, idempotent=False)
         return self._unwrap(out)
 
-    async def evict(self, namespace: str, name: str, fence: pb.FenceToken | None = None) -> pb.Pod:
-        """pods/eviction: delete the pod through the eviction subresource; returns it as deleted."""
-        req = pb.EvictRequest(namespace=namespace, name=name)
+    async def evict(
+        self,
+        namespace: str,
+        name: str,
+        fence: pb.FenceToken | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str = "",
+        resource_version: str = "",
+        dry_run: bool = False,
+    ) -> pb.Pod:
+        """pods/eviction: delete the pod if its PodDisruptionBudget allows; returns it as deleted
+        (or terminating, for a graceful delete). TooManyRequestsError (RESOURCE_EXHAUSTED) when
+        the budget does not allow it now."""
+        req = pb.EvictRequest(
+            namespace=namespace, name=name, uid=uid, resource_version=resource_version, dry_run=dry_run
+        )
+        if grace_period_seconds is not None:
+            req.grace_period_seconds = grace_period_seconds
         if fence is not None:
             req.fence.CopyFrom(fence)
         out = await self._clientset._unary("create", "pods/eviction", "Evict", req, idempotent=False)

@@ -169,7 +169,8 @@ async def test_records_for_accepted_and_refused_writes(audited: tuple[ApiServer,
     assert r.fence == AuditFence(f"{LEASE_NS}/{LEASE_NAME}", "sched-a", 3) and "sched-b" in r.message
 
     # -- deletes: the deleting revision and the deleted object's uid
-    deleted = (await admin.Delete(pb.DeleteRequest(resource="pods", namespace="default", name="p"))).pod
+    now = pb.DeleteRequest(resource="pods", namespace="default", name="p", grace_period_seconds=0)
+    deleted = (await admin.Delete(now)).pod
     r = log.one()
     assert (r.verb, r.code, r.uid) == ("delete", "OK", pod.metadata.uid)
     assert r.revision == int(deleted.metadata.resource_version)

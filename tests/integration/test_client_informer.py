@@ -308,8 +308,9 @@ async def test_bind_evict_status_and_fencing(admin: Clientset) -> None:
     assert running.status.phase == "Running"
     assert admin.metrics.count("update", "pods/status", "OK") == 1
 
-    evicted = await admin.pods.evict("default", "p")
-    assert evicted.metadata.name == "p"
+    evicted = await admin.pods.evict("default", "p")  # bound and Running: a graceful delete
+    assert evicted.metadata.name == "p" and evicted.metadata.deletion_timestamp
+    await admin.pods.delete("default", "p", grace_period_seconds=0)
     with pytest.raises(NotFoundError):
         await admin.pods.get("default", "p")
     assert admin.metrics.count("create", "pods/eviction", "OK") == 1

@@ -77,7 +77,7 @@ class Load:
             running = await pods.update_status(got)
             self._ack("MODIFIED", name, running)
             if i % 2:
-                gone = await pods.delete(NS, name)
+                gone = await pods.delete(NS, name, grace_period_seconds=0)  # bound: gone now, not graceful
                 self._ack("DELETED", name, gone)
                 self.final[name] = None
             if i % 5 == 0:

@@ -203,7 +203,8 @@ async def test_list_selectors_and_paging(apiserver: ApiServer):
         assert code == 200 and len(body["items"]) == 5
 
         # DELETE collection by selector.
-        code, gone, _ = await http.call("DELETE", f"{NS_PODS}?labelSelector=even%3Dfalse")
+        now = "gracePeriodSeconds=0"  # p1 is bound: without it, it would only start terminating
+        code, gone, _ = await http.call("DELETE", f"{NS_PODS}?labelSelector=even%3Dfalse&{now}")
         assert code == 200 and sorted(p["metadata"]["name"] for p in gone["items"]) == ["p1", "p3"]
         code, lst, _ = await http.call("GET", NS_PODS)
         assert [p["metadata"]["name"] for p in lst["items"]] == ["p0", "p2", "p4"]
@@ -431,8 +432,9 @@ async def test_subresources(apiserver: ApiServer):
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "bind-me"}}
         code, body, _ = await http.call("POST", f"{NS_PODS}/bind-me/eviction", eviction)
         assert (code, body["status"]) == (201, "Success"), body
-        code, _, _ = await http.call("GET", f"{NS_PODS}/bind-me")
-        assert code == 404
+        code, pod, _ = await http.call("GET", f"{NS_PODS}/bind-me")  # a bound pod goes gracefully
+        assert code == 200 and pod["metadata"]["deletionGracePeriodSeconds"] == 30
+        assert pod["metadata"]["deletionTimestamp"]
 
 
 async def test_leases_optimistic_concurrency_and_fencing_header(apiserver: ApiServer):

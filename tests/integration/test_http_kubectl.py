@@ -209,7 +209,10 @@ def test_drain(kubeconfig: Path, tmp_path: Path):
     manifest = tmp_path / "pod.yaml"
     manifest.write_text(POD_YAML.replace("spec:\n", "spec:\n  nodeName: node-d\n"))
     kubectl(kubeconfig, "create", "-f", str(manifest))
-    out = kubectl(kubeconfig, "drain", "node-d", "--force", "--ignore-daemonsets", "--timeout=30s")
+    # --grace-period=0: no kubelet runs here to finish a graceful delete (the pod would stay Terminating).
+    out = kubectl(
+        kubeconfig, "drain", "node-d", "--force", "--ignore-daemonsets", "--grace-period=0", "--timeout=30s"
+    )
     assert "node/node-d drained" in out.stdout, (out.stdout, out.stderr)
     assert kubectl(kubeconfig, "get", "pods", "-o", "name").stdout.strip() == ""
     got = json.loads(kubectl(kubeconfig, "get", "node", "node-d", "-o", "json").stdout)

@@ -139,6 +139,7 @@ async def test_bound_pod_runs_gains_image_and_is_forgotten_when_deleted(apiserve
         fleet=FleetConfig(count=2, name_prefix="run-"),
         image_pull_bandwidth=20.0 * Mi,
         default_image_size=2 * Mi,  # a 0.1 s pull
+        termination_delay=0.5,
         **FAST,
     )
     async with NodeSimulator(cs, cfg).running() as sim:
@@ -179,7 +180,23 @@ async def test_bound_pod_runs_gains_image_and_is_forgotten_when_deleted(apiserve
 
         assert (await eventually(second_running, "web2 Running")).status.pod_ip != st.pod_ip
 
-        await admin.pods.delete("default", "web")
+        # A graceful delete (the default 30 s): Terminating, containers stopped, then removed by the
+        # simulated kubelet, here after its 0.5 s --termination-delay.
+        terminating = await admin.pods.delete("default", "web")
+        assert terminating.metadata.deletion_timestamp
+        assert terminating.metadata.deletion_grace_period_seconds == 30
+
+        async def stopped() -> pb.Pod | None:
+            try:
+                p = await admin.pods.get("default", "web")
+            except NotFoundError:
+                return None
+            ready = {c.type: c.status for c in p.status.conditions}.get("Ready")
+            return p if ready == "False" else None
+
+        stopping = await eventually(stopped, "the terminating pod's containers reported stopped")
+        assert stopping.status.phase == "Running" and stopping.metadata.deletion_timestamp
+        assert [(c.name, c.ready) for c in stopping.status.container_statuses] == [("app", False)]
 
         async def forgotten() -> bool:
             return "default/web" not in node.pods

@@ -16,6 +16,7 @@ from kse.durations import DurationFlag
 NOT_DURATIONS = {
     ("kse scheduler", "--clock-skew"),  # OFFSET[,RATE]: its offset goes through kse.durations too
     ("kse scheduler", "--clock-skew-file"),
+    ("kse delete", "--grace-period"),  # kubectl's integer seconds, where -1 means "the pod's own"
 }
 # Flags not yet on the convention (empty: every command is).
 PENDING: set[tuple[str, str]] = set()

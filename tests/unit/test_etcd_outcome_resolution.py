@@ -260,3 +260,55 @@ async def test_history_compacted_away_stays_unknown(rig: Rig) -> None:
     await rig.direct.compact(rev)
     with pytest.raises(EtcdOutcomeUnknownError, match="compacted"):
         await finish(rig, task)
+
+
+# ---------------------------------------------------------------- several keys in one transaction
+
+OTHER = b"/resolve/other"
+
+
+async def test_write_all_is_both_or_neither(rig: Rig) -> None:
+    from apiserver_mock.storage import KeyWrite
+
+    base = await seed(rig)
+    await rig.direct.put(OTHER, b"o0")
+    other, _ = await rig.direct.get(OTHER)
+    assert other is not None
+    stale = await rig.store.write_all(
+        [KeyWrite(KEY, b"mine", base.mod_revision), KeyWrite(OTHER, None, other.mod_revision - 1)]
+    )
+    assert not stale.succeeded and [kv.value if kv else None for kv in stale.currents] == [b"v0", b"o0"]
+    assert (await rig.direct.get(KEY))[0].value == b"v0"  # type: ignore[union-attr]
+    res = await rig.store.write_all(
+        [KeyWrite(KEY, b"mine", base.mod_revision), KeyWrite(OTHER, None, other.mod_revision)]
+    )
+    kv, _ = await rig.direct.get(KEY)
+    assert res.succeeded and kv is not None and kv.value == b"mine" and kv.mod_revision == res.revision
+    assert (await rig.direct.get(OTHER))[0] is None
+
+
+async def test_write_all_that_landed_is_reported_applied_once(rig: Rig) -> None:
+    from apiserver_mock.storage import KeyWrite
+
+    base = await seed(rig)
+    await rig.direct.put(OTHER, b"o0")
+    other, _ = await rig.direct.get(OTHER)
+    assert other is not None
+    writes = [KeyWrite(KEY, b"mine", base.mod_revision), KeyWrite(OTHER, b"o1", other.mod_revision)]
+    task = await answer_lost(rig, rig.store.write_all(writes), lambda kv: kv.value == b"mine")  # type: ignore[arg-type]
+    res = await finish(rig, task)  # type: ignore[arg-type]
+    kv, _ = await rig.direct.get(KEY)
+    assert kv is not None and res.succeeded and res.revision == kv.mod_revision
+    assert kv.version == base.version + 1 and (await rig.direct.get(OTHER))[0].value == b"o1"  # type: ignore[union-attr]
+    assert (rig.store.resolved_landed, rig.store.resolved_not_landed) == (1, 0)
+
+
+async def test_write_all_that_never_arrived_is_sent_again(rig: Rig) -> None:
+    from apiserver_mock.storage import KeyWrite
+
+    base = await seed(rig)
+    writes = [KeyWrite(KEY, b"mine", base.mod_revision), KeyWrite(OTHER, b"new", 0)]
+    task = await request_lost(rig, rig.store.write_all(writes))  # type: ignore[arg-type]
+    res = await finish(rig, task)  # type: ignore[arg-type]
+    assert res.succeeded and (await rig.direct.get(OTHER))[0].value == b"new"  # type: ignore[union-attr]
+    assert (rig.store.resolved_landed, rig.store.resolved_not_landed) == (0, 1)

@@ -371,7 +371,10 @@ class _FakePods:
     def __init__(self) -> None:
         self.deleted: list[tuple[str, str, str]] = []
 
-    async def delete(self, namespace: str, name: str, *, uid: str = "") -> pb.Pod:
+    async def delete(
+        self, namespace: str, name: str, *, uid: str = "", grace_period_seconds: int | None = None
+    ) -> pb.Pod:
+        assert grace_period_seconds == 0  # the kubelet's final delete
         self.deleted.append((namespace, name, uid))
         return pb.Pod()
 

@@ -450,3 +450,18 @@ def test_confirmation_reuses_what_was_derived_unless_the_spec_changed(cache: Cac
     got = cache.get_pod(other)
     assert got is not None and got[0].resource is not other_info.resource
     assert requested_cpu(cache, "n1") == 300
+
+
+def test_a_terminating_bound_pod_keeps_its_resources_until_it_is_gone(cache: Cache) -> None:
+    """As upstream: a pod with a deletionTimestamp is still in its NodeInfo (its containers may
+    still run for the grace period); only its DELETED event frees the node."""
+    pod = make_pod("t", node="n0", cpu="700m")
+    cache.add_pod(pod)
+    terminating = pb.Pod()
+    terminating.CopyFrom(pod)
+    terminating.metadata.deletion_timestamp = "2026-01-01T00:00:30Z"
+    terminating.metadata.deletion_grace_period_seconds = 30
+    cache.update_pod(pod, terminating)
+    assert requested_cpu(cache, "n0") == 700
+    cache.remove_pod(terminating)
+    assert requested_cpu(cache, "n0") == 0
