@@ -28,6 +28,7 @@ def own_commands() -> tuple[ModuleType, ...]:
         bench_cmd,
         certs_cmd,
         datadir_cmd,
+        drain_cmd,
         etcd_cmd,
         etcd_member_cmd,
         kubeconfig_cmd,
@@ -38,7 +39,7 @@ def own_commands() -> tuple[ModuleType, ...]:
 
     return (
         certs_cmd, etcd_cmd, resources_cmd, bench_cmd, whatif_cmd, up_cmd, datadir_cmd, etcd_member_cmd,
-        kubeconfig_cmd,
+        kubeconfig_cmd, drain_cmd,
     )  # fmt: skip
 
 

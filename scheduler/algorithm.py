@@ -268,7 +268,7 @@ def _evaluate_nominated_node(
     except KeyError:
         return FeasibleNodes(snapshot, np.zeros(0, np.intp))
     node_info = snapshot.node_info_list[i]
-    status = fwk.run_filter_plugins(state, pod_info, node_info)
+    status = fwk.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)
     if status is None or status.code == Code.SUCCESS:
         return FeasibleNodes(snapshot, np.array([i], dtype=np.intp))
     if status.code == Code.ERROR:

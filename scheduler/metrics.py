@@ -292,6 +292,14 @@ class SchedulerMetrics:
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ("type",),
         )
+        self.preemption_attempts = r.counter(
+            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now"
+        )
+        self.preemption_victims = r.histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            exponential_buckets(1, 2, 7),
+        )
         self.snapshot_update_duration = r.histogram(
             "scheduler_snapshot_update_duration_seconds",
             "kse: time to bring the cycle's snapshot up to date with the cache.",

@@ -63,7 +63,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,10 +108,13 @@ from scheduler.extender.http import (
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PluginFactory
 from scheduler.framework.nodeinfo import Snapshot
+from scheduler.framework.preemption.evaluator import last_outcomes
 from scheduler.framework.runtime import MAX_PERMIT_TIMEOUT, Framework
 from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, QueuedPodInfo, Status
 from scheduler.metrics import SchedulerMetrics, attempts_label
+from scheduler.preemption_executor import APIPreemptionExecutor
 from scheduler.profile import new_profiles
+from scheduler.queue.nominator import NominatingInfo
 from scheduler.queue.scheduling_queue import (
     DEFAULT_POD_INITIAL_BACKOFF,
     DEFAULT_POD_MAX_BACKOFF,
@@ -133,6 +136,9 @@ BIND_CONFLICT_SYNC_TIMEOUT = 5.0
 # A new leader still catching up with the lease's revision says so this often.
 CATCH_UP_WARN_AFTER = 5.0
 _REJECTED = (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+# Upstream clearNominatedNode: what a failed attempt does to the nomination unless PostFilter said
+# otherwise.
+CLEAR_NOMINATED = NominatingInfo("")
 
 
 @dataclass
@@ -157,6 +163,9 @@ class _Failure:
     pending_plugins: set[str] = field(default_factory=set)
     # The error an Error status carried (`Status.err`), e.g. the client's error of a failed bind.
     err: BaseException | None = None
+    # What becomes of the pod's nominatedNodeName (upstream NominatingInfo): None keeps it
+    # (ModeNoop), a NominatingInfo sets it ("" clears it).
+    nominating: NominatingInfo | None = None
 
     @property
     def rejected(self) -> bool:
@@ -172,10 +181,13 @@ class _Failure:
         """A rejection at Reserve / Permit / WaitOnPermit is a FitError on that one node
         (upstream builds FitError{NumAllNodes: 1}); anything else an error."""
         if not status.is_rejected():
-            return cls(Code.ERROR, status.message() or "unknown error", err=status.err)
+            message = status.message() or "unknown error"
+            return cls(Code.ERROR, message, err=status.err, nominating=CLEAR_NOMINATED)
         diagnosis = Diagnosis(node_to_status={node_name: status})
         diagnosis.add_plugin_status(status)
-        return cls.of_fit_error(FitError(pod, 1, diagnosis), status.code)
+        failure = cls.of_fit_error(FitError(pod, 1, diagnosis), status.code)
+        failure.nominating = CLEAR_NOMINATED
+        return failure
 
 
 class _Slot:
@@ -264,6 +276,8 @@ class Scheduler:
             "pods", field_selector=POD_FIELD_SELECTOR
         )
         self.node_informer: Informer[pb.Node] = self.informers.informer("nodes")
+        # PodDisruptionBudgets, for PDB-aware preemption (upstream's PdbLister).
+        self.pdb_informer: Informer[pb.PodDisruptionBudget] = self.informers.informer("poddisruptionbudgets")
         self.handlers = EventHandlers(
             cache=self.cache, queue=self.queue, profiles=self.profiles, metrics=self.metrics
         )
@@ -273,6 +287,22 @@ class Scheduler:
             clientset, lookup=self._lookup_pod, fence=fence, on_fenced=self._write_fenced
         )
         self._fence = fence
+        # Preemption: the queue's nominator, and the API side of victim deletion, for every profile.
+        self.queue.nominator.pod_lookup = self._lookup_pod
+        self.preemption = APIPreemptionExecutor(
+            clientset,
+            pod_lookup=self._lookup_pod,
+            pdbs=self.pdb_informer.store.list,
+            waiting_pods=first.waiting_pods,
+            recorder=self.recorder,
+            spawner=self._spawn_term_task,
+            activator=self.queue.activate,
+            fence=fence,
+            on_fenced=self._write_fenced,
+        )
+        for fwk in self.profiles.values():
+            fwk.set_pod_nominator(self.queue.nominator)
+            fwk.set_preemption_executor(self.preemption)
         self.metrics.watch_queue(self.queue)
         self.metrics.watch_cache(self.cache)
 
@@ -301,6 +331,7 @@ class Scheduler:
         self.binder.set_fence(fence)
         self.recorder.set_fence(fence)
         self.status.set_fence(fence)
+        self.preemption.set_fence(fence)
 
     def set_leader_check(self, is_leader: LeaderCheck | None) -> None:
         """Checked before every pop and every bind (leader election: the elector's `is_leader`,
@@ -658,19 +689,25 @@ class Scheduler:
                 result = schedule_pod(fwk, state, pod_info, self.snapshot, self.alg)
         except NoNodesAvailableError as e:
             self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
-            return None, _Failure(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(e))
+            return None, _Failure(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(e), nominating=CLEAR_NOMINATED)
         except FitError as e:
             self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
+            nominating: NominatingInfo | None = None
             if fwk.has_post_filter_plugins():
                 names = [ni.name for ni in self.snapshot.node_info_list]
-                _res, s = fwk.run_post_filter_plugins(state, pod_info, diagnosis_statuses(e.diagnosis, names))
+                res, s = fwk.run_post_filter_plugins(state, pod_info, diagnosis_statuses(e.diagnosis, names))
                 e.diagnosis.post_filter_msg = s.message() if s is not None else ""
                 if s is not None and s.code == Code.ERROR:
                     log.error("PostFilter for pod %s failed: %s", qpi.key, s.message())
-            return None, _Failure.of_fit_error(e)
+                if res is not None:
+                    nominating = NominatingInfo(res.nominated_node_name)
+                self._preemption_metrics(fwk, res.nominated_node_name if res is not None else "")
+            failure = _Failure.of_fit_error(e)
+            failure.nominating = nominating
+            return None, failure
         except SchedulingError as e:
             self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
-            return None, _Failure(Code.ERROR, str(e))
+            return None, _Failure(Code.ERROR, str(e), nominating=CLEAR_NOMINATED)
         self.metrics.scheduling_algorithm_duration.observe(self._clock() - start)
 
         host = result.suggested_host
@@ -678,7 +715,9 @@ class Scheduler:
             self.cache.assume_pod(pod_info, host)
         except CacheError as e:
             log.error("scheduler cache AssumePod failed: %s", e)
-            return None, _Failure(Code.ERROR, str(e))
+            return None, _Failure(Code.ERROR, str(e), nominating=CLEAR_NOMINATED)
+        # Assumed: it no longer needs a place held for it (upstream assume()).
+        self.queue.nominator.delete_nominated_pod_if_exists(pod)
 
         s = fwk.run_reserve_plugins_reserve(state, pod_info, host)
         if s is not None and not s.is_success():
@@ -713,9 +752,8 @@ class Scheduler:
                 await self._handle_binding_cycle_error(state, fwk, qpi, host, failure, start)
         except Exception as e:
             log.exception("binding cycle of pod %s failed", qpi.key)
-            await self._handle_binding_cycle_error(
-                state, fwk, qpi, host, _Failure(Code.ERROR, f"binding cycle failed: {e}"), start
-            )
+            failure = _Failure(Code.ERROR, f"binding cycle failed: {e}", nominating=CLEAR_NOMINATED)
+            await self._handle_binding_cycle_error(state, fwk, qpi, host, failure, start)
         finally:
             self._binds_in_flight -= 1
             self.metrics.goroutines.set(self._binds_in_flight, "binding")
@@ -747,13 +785,18 @@ class Scheduler:
         if s is not None and not s.is_success():
             if s.is_rejected():
                 return _Failure.of_status(pod, host, s)
-            return _Failure(Code.ERROR, s.message(), err=s.err)
+            return _Failure(Code.ERROR, s.message(), err=s.err, nominating=CLEAR_NOMINATED)
         try:
             s = await self._bind(fwk, state, pod_info, host)
         finally:
             self.cache.finish_binding(pod_info)
         if s is not None and not s.is_success():
-            return _Failure(Code.ERROR, s.message() or "bind was skipped by every Bind plugin", err=s.err)
+            return _Failure(
+                Code.ERROR,
+                s.message() or "bind was skipped by every Bind plugin",
+                err=s.err,
+                nominating=CLEAR_NOMINATED,
+            )
         self.recorder.eventf(
             pod,
             NORMAL,
@@ -886,6 +929,9 @@ class Scheduler:
                 self.queue.add_unschedulable_if_not_present(qpi, self.queue.scheduling_cycle)
             except QueueError as e:
                 log.error("requeueing pod %s: %s", qpi.key, e)
+            # Hold the nominated node now, before the pod update with the field comes back
+            # (upstream AddNominatedPod in handleSchedulingFailure).
+            self.queue.nominator.add_nominated_pod(qpi.pod_info, failure.nominating)
             pod = cached
             requeued = True
 
@@ -898,9 +944,30 @@ class Scheduler:
             component=fwk.profile_name,
         )
         if requeued:  # a pod that is gone or bound keeps its status
-            self.status.submit(pod, unschedulable(failure.message, reason))
+            nominated = failure.nominating.nominated_node_name if failure.nominating is not None else None
+            self.status.submit(pod, unschedulable(failure.message, reason), nominated)
 
     # ================================================================ helpers
+
+    def _preemption_metrics(self, fwk: Framework, nominated: str) -> None:
+        """scheduler_preemption_attempts_total and scheduler_preemption_victims (upstream counts
+        them in DefaultPreemption's PostFilter and prepareCandidate)."""
+        names = fwk.list_plugins().get("postFilter", [])
+        for _, outcome in last_outcomes(fwk.plugins_map, names):
+            self.metrics.preemption_attempts.inc()
+            if nominated and outcome.chosen is not None and outcome.chosen.name == nominated:
+                self.metrics.preemption_victims.observe(len(outcome.chosen.victims))
+
+    def _spawn_term_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Run `coro` as a task of the current term (preemption's API calls), which ends with
+        the term like a binding cycle; outside a term it is dropped."""
+        if self._bindings is None or self._term_over:
+            coro.close()
+            log.info("not leading: %s dropped", name)
+            return
+        task = self._bindings.create_task(coro, name=name)
+        self._binding_tasks.add(task)
+        task.add_done_callback(self._binding_tasks.discard)
 
     def _lookup_pod(self, namespace: str, name: str) -> pb.Pod | None:
         return self.pod_informer.store.get_by(namespace, name)

@@ -94,8 +94,9 @@ class PodStatusUpdater:
         self._fence = fence
         self.on_fenced = on_fenced
         self._sem = asyncio.Semaphore(concurrency)
-        # uid -> the newest (pod, condition, fence) not yet written; present while a writer runs.
-        self._pending: dict[str, tuple[pb.Pod, Condition, pb.FenceToken | None] | None] = {}
+        # uid -> the newest (pod, condition, nominated node, fence) not yet written; present while
+        # a writer runs.
+        self._pending: dict[str, tuple[pb.Pod, Condition, str | None, pb.FenceToken | None] | None] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._backlog: list[str] = []
         self._idle = asyncio.Event()
@@ -109,12 +110,16 @@ class PodStatusUpdater:
     def set_fence(self, fence: FenceSource | None) -> None:
         self._fence = fence
 
-    def submit(self, pod: pb.Pod, condition: Condition) -> None:
-        """Queue a condition write for `pod` (returns at once)."""
+    def submit(self, pod: pb.Pod, condition: Condition, nominated_node_name: str | None = None) -> None:
+        """Queue a condition write for `pod` (returns at once). `nominated_node_name` not None
+        also sets status.nominatedNodeName (upstream updatePod with ModeOverride; "" clears)."""
         uid = uid_key(pod)
         running = uid in self._pending
         fence = self._fence() if self._fence is not None else None
-        self._pending[uid] = (pod, condition, fence)
+        prev = self._pending.get(uid)
+        if nominated_node_name is None and prev is not None:
+            nominated_node_name = prev[2]  # a newer condition must not drop a nomination not yet written
+        self._pending[uid] = (pod, condition, nominated_node_name, fence)
         if running:
             return
         self._idle.clear()
@@ -162,10 +167,10 @@ class PodStatusUpdater:
                 if item is None:
                     return
                 self._pending[uid] = None  # taken; a submit meanwhile puts a newer one here
-                pod, cond, fence = item
+                pod, cond, nominated, fence = item
                 async with self._sem:
                     try:
-                        await self.write(pod, cond, fence=fence)
+                        await self.write(pod, cond, fence=fence, nominated_node_name=nominated)
                     except FencedError as e:
                         self.fenced += 1
                         log.info(
@@ -189,9 +194,17 @@ class PodStatusUpdater:
             if not self._pending:
                 self._idle.set()
 
-    async def write(self, pod: pb.Pod, cond: Condition, *, fence: pb.FenceToken | None = None) -> bool:
-        """Write `cond` into the pod's status if it changes anything, under `fence`; True if
-        written. FencedError if the API server refuses the token."""
+    async def write(
+        self,
+        pod: pb.Pod,
+        cond: Condition,
+        *,
+        fence: pb.FenceToken | None = None,
+        nominated_node_name: str | None = None,
+    ) -> bool:
+        """Write `cond` (and `nominated_node_name` when not None) into the pod's status if it
+        changes anything, under `fence`; True if written. FencedError if the API server refuses
+        the token."""
         base = self._latest(pod)
         for attempt in range(MAX_CONFLICT_RETRIES + 1):
             if base is None or base.spec.node_name or base.metadata.uid != pod.metadata.uid:
@@ -200,7 +213,11 @@ class PodStatusUpdater:
             update = pb.Pod()
             update.metadata.CopyFrom(base.metadata)
             update.status.CopyFrom(base.status)
-            if not update_pod_condition(update.status, cond, format_time(self._clock())):
+            changed = update_pod_condition(update.status, cond, format_time(self._clock()))
+            if nominated_node_name is not None and update.status.nominated_node_name != nominated_node_name:
+                update.status.nominated_node_name = nominated_node_name
+                changed = True
+            if not changed:
                 self.skipped += 1
                 return False
             try:

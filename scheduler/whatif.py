@@ -2,7 +2,8 @@
 node evaluated and explained.
 
 The cluster is the Nodes and the bound Pods (those with `spec.nodeName`) of a manifest
-(multi-document YAML, JSON, or `kind: List`); other pods and kinds are ignored. The profile is
+(multi-document YAML, JSON, or `kind: List`), with its Namespaces, PriorityClasses and
+PodDisruptionBudgets; other pods and kinds are ignored. The profile is
 the default one, or the first profile of a KubeSchedulerConfiguration file. The cycle is the
 scheduler's own (PreEnqueue, PreFilter, Filter, PreScore, Score, selection) with
 percentageOfNodesToScore forced to 100, so that every node is filtered, and every feasible node
@@ -10,7 +11,14 @@ is scored even when only one fits (the scheduler itself would not score a single
 it picks the same node).
 
 As the API server would store them: a node without `status.allocatable` gets its capacity
-(upstream SetDefaults_NodeStatus); a pod without a namespace is in "default".
+(upstream SetDefaults_NodeStatus); a pod without a namespace is in "default"; a pod without
+`spec.priority` gets the value (and preemptionPolicy) of its `priorityClassName`, or of the
+globalDefault PriorityClass (priority admission; an unknown class is an error naming the field).
+
+When no node passes Filter and the profile has PostFilter plugins (DefaultPreemption by
+default), they run as in the scheduler, deleting nothing: the result says which node the pod
+would be nominated to, the victims there, and every candidate node of the dry run with its
+victims (`postFilter` in the JSON).
 
 Per node: whether it passed Filter, else the plugin that rejected it and why (a PreEnqueue or
 PreFilter rejection, e.g. scheduling gates or a nodeName not in the cluster, rejects every node
@@ -36,6 +44,7 @@ from scheduler.algorithm import FeasibleNodes, SchedulingError, score_feasible
 from scheduler.apis.config import ConfigError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodeinfo import Snapshot
+from scheduler.framework.preemption.evaluator import Evaluator, default_offset_rand, last_outcomes
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, Diagnosis, FitError, PodInfo, Status
 from scheduler.profile import load_scheduler_config, new_framework
@@ -64,6 +73,37 @@ class NodeOutcome:
 
 
 @dataclass
+class PostFilterOutcome:
+    """What PostFilter (preemption) would do: the plugin, the node the pod would be nominated
+    to (None: none), the victims there and each candidate node's victims ("ns/name", sorted)."""
+
+    plugin: str
+    nominated_node: str | None = None
+    victims: list[str] = field(default_factory=list)
+    candidates: dict[str, list[str]] = field(default_factory=dict)
+    message: str = ""  # the PostFilter status message, for the table
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plugin": self.plugin,
+            "nominatedNode": self.nominated_node,
+            "victims": list(self.victims),
+            "candidates": {node: list(v) for node, v in self.candidates.items()},
+        }
+
+
+@dataclass
+class Cluster:
+    """The objects of a cluster file that what-if uses."""
+
+    nodes: list[pb.Node] = field(default_factory=list)
+    pods: list[pb.Pod] = field(default_factory=list)  # bound
+    namespaces: list[pb.Namespace] = field(default_factory=list)
+    priority_classes: list[pb.PriorityClass] = field(default_factory=list)
+    pdbs: list[pb.PodDisruptionBudget] = field(default_factory=list)
+
+
+@dataclass
 class WhatIfResult:
     pod: str  # namespace/name
     profile: str
@@ -73,10 +113,11 @@ class WhatIfResult:
     score_plugins: list[str]  # Score plugins that ran, in order
     weights: dict[str, int]
     message: str = ""  # when no node fits: the scheduler's FitError message
+    post_filter: PostFilterOutcome | None = None  # when no node fits and PostFilter ran
 
     def to_json(self) -> dict[str, Any]:
         """The `-o json` document."""
-        return {
+        out = {
             "pod": self.pod,
             "nodes": {
                 name: {
@@ -89,6 +130,9 @@ class WhatIfResult:
             "feasible": list(self.feasible),
             "selected": self.selected,
         }
+        if self.post_filter is not None:
+            out["postFilter"] = self.post_filter.to_json()
+        return out
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -125,15 +169,68 @@ def _default_pod(pod: pb.Pod) -> pb.Pod:
 
 def load_cluster(path: str | Path) -> tuple[list[pb.Node], list[pb.Pod]]:
     """The Nodes and the bound Pods of a manifest file."""
-    nodes: list[pb.Node] = []
-    pods: list[pb.Pod] = []
+    cluster = load_cluster_objects(path)
+    return cluster.nodes, cluster.pods
+
+
+def load_cluster_objects(path: str | Path) -> Cluster:
+    """The Nodes, bound Pods, Namespaces, PriorityClasses and PodDisruptionBudgets of a
+    manifest file; the pods' priorities resolved from the PriorityClasses."""
+    cluster = Cluster()
     for obj in _load(path, "cluster"):
         kind = obj.WhichOneof("kind")
         if kind == "node":
-            nodes.append(_default_node(obj.node))
+            cluster.nodes.append(_default_node(obj.node))
         elif kind == "pod" and obj.pod.spec.node_name:
-            pods.append(_default_pod(obj.pod))
-    return nodes, pods
+            cluster.pods.append(_default_pod(obj.pod))
+        elif kind == "namespace":
+            cluster.namespaces.append(obj.namespace)
+        elif kind == "priority_class":
+            cluster.priority_classes.append(obj.priority_class)
+        elif kind == "pod_disruption_budget":
+            pdb = obj.pod_disruption_budget
+            if not pdb.metadata.namespace:
+                pdb.metadata.namespace = DEFAULT_NAMESPACE
+            cluster.pdbs.append(pdb)
+    for pod in cluster.pods:
+        resolve_priority(pod, cluster.priority_classes)
+    return cluster
+
+
+# Built-in classes the API server always has (scheduling/v1 SystemPriorityClasses).
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+
+
+def resolve_priority(pod: pb.Pod, classes: Sequence[pb.PriorityClass]) -> pb.Pod:
+    """Priority admission for a pod without `spec.priority`: its class's value and
+    preemptionPolicy (the globalDefault class's, with the lowest value, when it names none; 0
+    without one). A class the file does not have is a WhatIfError naming the field."""
+    spec = pod.spec
+    if spec.HasField("priority"):
+        return pod
+    value, policy = 0, PREEMPT_LOWER_PRIORITY
+    by_name = {pc.metadata.name: pc for pc in classes}
+    name = spec.priority_class_name
+    if name:
+        if name in SYSTEM_PRIORITY_CLASSES:
+            value = SYSTEM_PRIORITY_CLASSES[name]
+        elif name in by_name:
+            value, policy = by_name[name].value, by_name[name].preemption_policy or policy
+        else:
+            raise WhatIfError(
+                f"pod {pod.metadata.namespace}/{pod.metadata.name}: spec.priorityClassName: Not found: "
+                f'"{name}": no PriorityClass with name {name} in the cluster file'
+            )
+    else:
+        defaults = [pc for pc in classes if pc.global_default]
+        if defaults:
+            pc = min(defaults, key=lambda c: c.value)
+            value, policy = pc.value, pc.preemption_policy or policy
+    spec.priority = value
+    if not spec.preemption_policy:
+        spec.preemption_policy = policy
+    return pod
 
 
 def load_pod(path: str | Path) -> pb.Pod:
@@ -180,6 +277,7 @@ def what_if(
     *,
     config: str | Path | None = None,
     seed: int | None = 0,
+    pdbs: Sequence[pb.PodDisruptionBudget] = (),
 ) -> WhatIfResult:
     """Run one scheduling cycle for `pod`. Raises WhatIfError (bad configuration, or a plugin
     failed with an error)."""
@@ -199,6 +297,10 @@ def what_if(
         result.message = str(FitError(pod, len(names), diagnosis))
         return result
 
+    def post_filter(statuses: dict[str, Status]) -> None:
+        if fwk.has_post_filter_plugins() and names:
+            result.post_filter = run_post_filter(fwk, state, pod_info, statuses, pdbs, seed)
+
     s = fwk.run_pre_enqueue_plugins(pod_info)
     if s is not None and s.code != Code.SUCCESS:
         return reject_all(s.plugin or None, s.reasons)
@@ -209,7 +311,9 @@ def what_if(
     if s is not None and s.code != Code.SUCCESS:
         if not s.is_rejected():
             raise WhatIfError(f"scheduling failed: {s.message()}")
-        return reject_all(s.plugin or narrowing, s.reasons)
+        reject_all(s.plugin or narrowing, s.reasons)
+        post_filter({name: s for name in names})  # every node has PreFilter's status
+        return result
 
     allowed = None if pre_res is None or pre_res.all_nodes() else pre_res.node_names or set()
     absent = Status(
@@ -236,6 +340,7 @@ def what_if(
     result.feasible = [names[i] for i in feasible_idx]
     if not feasible_idx:
         result.message = str(FitError(pod, len(names), diagnosis))
+        post_filter({name: diagnosis.status_of(name) for name in names})
         return result
 
     feasible = FeasibleNodes(snapshot, np.array(feasible_idx, dtype=np.intp))
@@ -264,11 +369,48 @@ def what_if(
     return result
 
 
+def run_post_filter(
+    fwk: Framework,
+    state: CycleState,
+    pod_info: PodInfo,
+    statuses: dict[str, Status],
+    pdbs: Sequence[pb.PodDisruptionBudget],
+    seed: int | None,
+) -> PostFilterOutcome:
+    """The profile's PostFilter plugins, as the scheduler runs them after a FitError; a
+    preemption plugin reports its dry run (it deletes nothing: there is no executor)."""
+    preemptors = [(name, fwk.plugins_map[name]) for name in fwk.list_plugins().get("postFilter", [])]
+    for _, plugin in preemptors:
+        evaluator = getattr(plugin, "evaluator", None)
+        if isinstance(evaluator, Evaluator):
+            evaluator.pdbs = list(pdbs)
+        if hasattr(plugin, "offset_rand"):
+            plugin.offset_rand = default_offset_rand(random.Random(seed))
+    res, s = fwk.run_post_filter_plugins(state, pod_info, statuses)
+    if s is not None and s.code == Code.ERROR:
+        raise WhatIfError(f"PostFilter failed: {s.message()}")
+    nominated = res.nominated_node_name if res is not None and res.nominated_node_name else None
+    name = (s.plugin if s is not None and s.plugin else "") or preemptors[0][0]
+    outcome = PostFilterOutcome(name, nominated, message=s.message() if s is not None else "")
+    for plugin_name, report in last_outcomes(fwk.plugins_map, [n for n, _ in preemptors]):
+        if nominated is not None and report.chosen is not None and report.chosen.name == nominated:
+            outcome.plugin = plugin_name
+            outcome.victims = sorted(_key(v) for v in report.chosen.victims)
+        for c in report.candidates:
+            outcome.candidates.setdefault(c.name, sorted(_key(v) for v in c.victims))
+    return outcome
+
+
+def _key(pod: pb.Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
 def what_if_files(
     cluster: str | Path, pod: str | Path, config: str | Path | None = None, seed: int | None = 0
 ) -> WhatIfResult:
-    nodes, bound = load_cluster(cluster)
-    return what_if(nodes, bound, load_pod(pod), config=config, seed=seed)
+    objects = load_cluster_objects(cluster)
+    the_pod = resolve_priority(load_pod(pod), objects.priority_classes)
+    return what_if(objects.nodes, objects.pods, the_pod, config=config, seed=seed, pdbs=objects.pdbs)
 
 
 # ------------------------------------------------------------------------------------ output
@@ -298,4 +440,14 @@ def format_table(result: WhatIfResult) -> str:
         out += f"selected: {result.selected} ({len(result.feasible)}/{len(result.nodes)} nodes feasible)\n"
     else:
         out += f"no node fits: {result.message}\n"
+    pf = result.post_filter
+    if pf is not None:
+        if pf.nominated_node is not None:
+            victims = ", ".join(pf.victims)
+            out += f"{pf.plugin}: would nominate {pf.nominated_node}, preempting {victims}\n"
+        else:
+            out += f"{pf.plugin}: {pf.message or 'no node nominated'}\n"
+        if pf.candidates:
+            rows = [[node, str(len(v)), ", ".join(v)] for node, v in pf.candidates.items()]
+            out += render_table(["CANDIDATE", "VICTIMS", "PODS"], rows)
     return out

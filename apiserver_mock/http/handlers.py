@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 
 from apiserver_mock import errors
 from apiserver_mock.errors import AlreadyExists, Conflict, Forbidden, NotFound
-from apiserver_mock.http import apply, codec, params, patch, strategic_merge, tables
+from apiserver_mock.http import apply, codec, k8sproto, params, patch, strategic_merge, tables
 from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.routes import Target
 from apiserver_mock.http.status import MethodNotAllowed, UnsupportedMediaType, success_body
@@ -311,7 +311,13 @@ class Handlers:
         """DeleteOptions from the body and the query, checked (gracePeriodSeconds drives a pod's
         graceful deletion; propagationPolicy is accepted: kse has no garbage collector)."""
         opts: dict[str, Any] = {}
-        if body.strip():
+        if body.strip() and request.content_type == k8sproto.PROTOBUF_CONTENT_TYPE:
+            # client-go's typed clients (kubectl drain --disable-eviction) send protobuf
+            try:
+                opts = k8sproto.decode_delete_options(body)
+            except k8sproto.ProtobufError as e:
+                raise BadRequest(f"the request body is not a protobuf DeleteOptions: {e}") from None
+        elif body.strip():
             raw = codec.decode_json(body)
             if not isinstance(raw, dict):
                 raise BadRequest("DeleteOptions must be a JSON object")

@@ -397,6 +397,7 @@ class ResourceClient(Generic[T]):
         uid: str = "",
         fence: pb.FenceToken | None = None,
         grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> T:
         """Delete; returns the object as deleted (its resourceVersion is the deleting revision).
 
@@ -409,6 +410,7 @@ class ResourceClient(Generic[T]):
         )
         if grace_period_seconds is not None:
             req.grace_period_seconds = grace_period_seconds
+        req.dry_run = dry_run  # every check, nothing written (DeleteOptions.dryRun=All)
         if fence is not None:
             req.fence.CopyFrom(fence)
         out = await self._clientset._unary("delete", self.resource, "Delete", req, idempotent=False)
@@ -430,6 +432,7 @@ class NamespacedResourceClient(ResourceClient[T]):
         uid: str = "",
         fence: pb.FenceToken | None = None,
         grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> T:
         return await self.delete_in(
             namespace,
@@ -438,6 +441,7 @@ class NamespacedResourceClient(ResourceClient[T]):
             uid=uid,
             fence=fence,
             grace_period_seconds=grace_period_seconds,
+            dry_run=dry_run,
         )
 
 

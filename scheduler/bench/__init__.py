@@ -48,10 +48,19 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workload",
-        choices=("basic", "pod-anti-affinity", "pod-affinity", "preferred-pod-affinity"),
+        choices=(
+            "basic",
+            "pod-anti-affinity",
+            "pod-affinity",
+            "preferred-pod-affinity",
+            "mixed-base-pod",
+            "preemption-async",
+        ),
         default="basic",
         help="in-process only: the scheduler_perf workload, SchedulingBasic (default), "
-        "SchedulingPodAntiAffinity, SchedulingPodAffinity or SchedulingPreferredPodAffinity",
+        "SchedulingPodAntiAffinity, SchedulingPodAffinity, SchedulingPreferredPodAffinity, "
+        "MixedSchedulingBasePod (INIT_PODS of each of its five kinds) or PreemptionAsync "
+        "(low-priority init pods, a preempting high-priority pod every 200 ms)",
     )
     p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")

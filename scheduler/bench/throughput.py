@@ -11,8 +11,15 @@ Reserve, Permit, PreBind, Bind (DefaultBinder) and PostBind; and a binder that w
 only (the bind confirms the assumed pod, as the informer's event for the bound pod would). One
 attempt at a time, the binding cycle awaited inline: no API server, so nothing to overlap.
 
+The default profile includes DefaultPreemption: a pod that fits nowhere runs PostFilter as in the
+scheduler (nominatedNodeName set on the pod and in the queue's nominator), and its victims are
+deleted from the cache by `CachePreemptionExecutor` (asynchronously, as the scheduler does);
+`preemption-async` injects its high-priority churn pods every `CHURN_INTERVAL` of the measured
+phase, and backoffQ is flushed on each tick so that the preemptors come back.
+
 Reported: `pods_per_s` (measured pods over the wall time from the first measured pop to the last
-measured bind) and the per-attempt latency (pop to bound) percentiles.
+measured bind; churn pods are not counted) and the per-attempt latency (pop to bound)
+percentiles; the table also shows the workload's upstream floor (`threshold`).
 
 `--e2e` (etcd, API server, `kse scheduler` process) is `harness.bench.scheduler_e2e`: the CLI
 dispatches to it, since the scheduler does not drive clusters.
@@ -26,6 +33,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,13 +42,21 @@ import numpy as np
 from kse.objects.meta import uid_key
 from kse.objects.synthetic import THROUGHPUT_JSON_KEYS
 from proto import kse_pb2 as pb
-from scheduler.algorithm import AlgorithmState, NoNodesAvailableError, SchedulingError, schedule_pod
-from scheduler.bench.workloads import workload_nodes, workload_pods
+from scheduler.algorithm import (
+    AlgorithmState,
+    NoNodesAvailableError,
+    SchedulingError,
+    diagnosis_statuses,
+    schedule_pod,
+)
+from scheduler.bench.preemption import CachePreemptionExecutor
+from scheduler.bench.workloads import CHURN_INTERVAL, FLOORS, churn_pods, workload_nodes, workload_pods
 from scheduler.cache.cache import Cache
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import Code, FitError, PodInfo, QueuedPodInfo
 from scheduler.profile import load_scheduler_config, new_framework
+from scheduler.queue.nominator import NominatingInfo
 from scheduler.queue.scheduling_queue import PriorityQueue
 
 
@@ -96,13 +112,29 @@ class Loop:
     """One scheduling attempt at a time, as upstream ScheduleOne: pop, schedule, assume,
     Reserve, Permit, then the binding cycle (awaited inline: the binder is in memory)."""
 
-    def __init__(self, fwk: Framework, cache: CacheBinder, queue: PriorityQueue, alg: AlgorithmState) -> None:
+    def __init__(
+        self,
+        fwk: Framework,
+        cache: CacheBinder,
+        queue: PriorityQueue,
+        alg: AlgorithmState,
+        preemption: CachePreemptionExecutor | None = None,
+    ) -> None:
         self.fwk = fwk
         self.cache = cache
         self.queue = queue
         self.alg = alg
+        self.preemption = preemption
         self.unschedulable = 0
         self.errors = 0
+        self.nominations = 0
+        # The churn of the measured phase: pods to inject, one per CHURN_INTERVAL.
+        self.churn: list[pb.Pod] = []
+
+    def add(self, pod: pb.Pod) -> None:
+        if self.preemption is not None:
+            self.preemption.track(pod)
+        self.queue.add(pod)
 
     async def schedule_one(self, qpi: QueuedPodInfo) -> bool:
         fwk, cache, queue = self.fwk, self.cache, self.queue
@@ -116,7 +148,9 @@ class Loop:
             self.unschedulable += 1
             qpi.unschedulable_plugins = set(e.diagnosis.unschedulable_plugins)
             qpi.pending_plugins = set(e.diagnosis.pending_plugins)
+            nominating = self._post_filter(state, pod_info, snapshot, e)
             queue.add_unschedulable_if_not_present(qpi)
+            queue.nominator.add_nominated_pod(qpi.pod_info, nominating)
             return False
         except (NoNodesAvailableError, SchedulingError):
             self.errors += 1
@@ -124,6 +158,7 @@ class Loop:
             return False
         host = result.suggested_host
         cache.assume(pod_info, host)
+        queue.nominator.delete_nominated_pod_if_exists(pod_info.pod)
         s = fwk.run_reserve_plugins_reserve(state, pod_info, host)
         if s is None or s.code == Code.SUCCESS:
             s = fwk.run_permit_plugins(state, pod_info, host)
@@ -146,6 +181,22 @@ class Loop:
         await fwk.run_post_bind_plugins(state, pod_info, host)
         return True
 
+    def _post_filter(
+        self, state: CycleState, pod_info: PodInfo, snapshot: Any, e: FitError
+    ) -> NominatingInfo | None:
+        """PostFilter as the scheduler runs it; the nomination is written to the pod at once
+        (the bench owns its pods: the pods/status write and its informer event in one)."""
+        if not self.fwk.has_post_filter_plugins():
+            return None
+        names = [ni.name for ni in snapshot.node_info_list]
+        res, _ = self.fwk.run_post_filter_plugins(state, pod_info, diagnosis_statuses(e.diagnosis, names))
+        if res is None:
+            return None
+        pod_info.pod.status.nominated_node_name = res.nominated_node_name
+        if res.nominated_node_name:
+            self.nominations += 1
+        return NominatingInfo(res.nominated_node_name)
+
     def _fail(self, qpi: QueuedPodInfo, state: CycleState, host: str) -> bool:
         self.errors += 1
         self.fwk.run_reserve_plugins_unreserve(state, qpi.pod_info, host)
@@ -153,46 +204,68 @@ class Loop:
         self.queue.add_unschedulable_if_not_present(qpi)
         return False
 
-    async def drain(self, count: int, latencies: list[float] | None = None) -> int:
-        """Schedule until `count` pods are bound or the queue has nothing to pop."""
+    async def drain(self, count: int, latencies: list[float] | None = None, prefix: str = "") -> int:
+        """Schedule until `count` pods whose name starts with `prefix` are bound or the queue has
+        nothing to pop (nor preemption left to finish). Churn pods are injected meanwhile."""
         bound = 0
         clock = time.perf_counter
+        next_churn = clock() + CHURN_INTERVAL
         while bound < count:
+            if self.churn and clock() >= next_churn:
+                self.add(self.churn.pop())
+                self.queue.flush_backoff_completed()
+                next_churn += CHURN_INTERVAL
             qpi = self.queue.try_pop()
             if qpi is None:
+                if self.preemption is not None and self.preemption.tasks:
+                    await asyncio.wait(set(self.preemption.tasks))  # victims being deleted
+                    self.queue.flush_backoff_completed()
+                    continue
                 break
             t0 = clock()
             if await self.schedule_one(qpi):
-                bound += 1
-                if latencies is not None:
-                    latencies.append(clock() - t0)
+                if qpi.pod.metadata.name.startswith(prefix):
+                    bound += 1
+                    if latencies is not None:
+                        latencies.append(clock() - t0)
+            elif self.preemption is not None and self.preemption.tasks:
+                await asyncio.sleep(0)  # let the victims' deletion run, as the scheduler's tasks do
         return bound
 
 
-def _setup(cfg: Config) -> Loop:
+def _setup(cfg: Config, clock: Callable[[], float] = time.monotonic) -> Loop:
+    """The loop over a fresh cache and queue; `clock` is the queue's (backoff), for tests."""
     cache = CacheBinder(workload_nodes(cfg.workload, cfg.nodes))
     profile = load_scheduler_config().profiles[0]
     fwk = new_framework(profile, snapshot=cache.snapshot, binder=cache.bind, batch=cfg.batch)
     queue = PriorityQueue(
         fwk.queue_sort_func(),
+        clock=clock,
         queueing_hints=fwk.queueing_hints(),
         pre_enqueue=fwk.pre_enqueue_functions(),
     )
     alg = AlgorithmState(rng=random.Random(cfg.seed))
-    return Loop(fwk, cache, queue, alg)
+    preemption = CachePreemptionExecutor(cache.cache, queue)
+    fwk.set_pod_nominator(queue.nominator)
+    fwk.set_preemption_executor(preemption)
+    return Loop(fwk, cache, queue, alg, preemption)
 
 
 async def run_in_process(cfg: Config) -> dict[str, Any]:
     loop = _setup(cfg)
-    for pod in workload_pods(cfg.workload, "init-pod", cfg.init_pods, measured=False):
-        loop.queue.add(pod)
-    init_bound = await loop.drain(cfg.init_pods)
+    init = workload_pods(cfg.workload, "init-pod", cfg.init_pods, measured=False)
+    for pod in init:
+        loop.add(pod)
+    init_bound = await loop.drain(len(init))
     measured = workload_pods(cfg.workload, "pod", cfg.pods, measured=True)
     for pod in measured:
-        loop.queue.add(pod)
+        loop.add(pod)
+    if cfg.workload == "preemption-async":
+        # Enough churn pods for the measured phase at any plausible rate (one per interval).
+        loop.churn = churn_pods("high-priority", max(10, int(cfg.pods / 100)))[::-1]
     latencies: list[float] = []
     t0, c0 = time.perf_counter(), time.process_time()
-    bound = await loop.drain(cfg.pods, latencies)
+    bound = await loop.drain(cfg.pods, latencies, prefix="pod-")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     lat = np.array(latencies) * 1000.0 if latencies else np.zeros(1)
     return {
@@ -214,6 +287,9 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
         "pods_per_cpu_s": round(bound / cpu, 1) if cpu > 0 else 0.0,
         "batch": cfg.batch,
         "workload": cfg.workload,
+        "floor": FLOORS.get(cfg.workload),
+        "nominations": loop.nominations,
+        "victims": loop.preemption.victims if loop.preemption is not None else 0,
     }
 
 
@@ -238,6 +314,11 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
         ("attempt p99", f"{result['attempt_ms_p99']:.3f} ms"),
         ("pods/cpu-s", f"{result.get('pods_per_cpu_s', 0.0):.1f}"),
     ]
+    if result.get("floor") is not None:
+        ok = "meets" if result["pods_per_s"] >= result["floor"] else "BELOW"
+        rows.append(("upstream floor", f"{result['floor']:.0f} pods/s ({ok})"))
+    if result.get("nominations"):
+        rows.append(("preemptions", f"{result['nominations']} nominated, {result['victims']} victims"))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")

@@ -338,7 +338,13 @@ def _filter_chunk(
                 rejected = np.flatnonzero(~ok) if positions is None else positions[~ok]
                 if not len(rejected):
                     continue
-                check = rejected.tolist()
+                rejected_list: list[int] = rejected.tolist()
+                check = rejected_list
+                statuses_fn = getattr(plugin, "filter_statuses", None)
+                if statuses_fn is not None:
+                    got = statuses_fn(state, pod_info, snapshot, cand[rejected])
+                    if _batch_statuses(name, got, rejected_list, statuses, alive):
+                        continue
             except Exception:
                 log.exception("batch Filter of plugin %s failed; using its scalar Filter", name)
                 check = range(m) if positions is None else positions.tolist()
@@ -358,6 +364,24 @@ def _filter_chunk(
                 statuses[p] = filter_failure(name, s)
                 alive[p] = False
     return alive, statuses
+
+
+def _batch_statuses(
+    name: str, got: Sequence[Status | None], check: list[int], statuses: dict[int, Status], alive: BoolArray
+) -> bool:
+    """The statuses a plugin's `filter_statuses` gave for the rejected positions `check` (it must
+    reject every one of them, as its `filter_nodes` did; else False: use `filter`)."""
+    if len(got) != len(check) or any(s is None or s.code == Code.SUCCESS for s in got):
+        return False
+    wrapped: dict[int, Status] = {}
+    for p, s in zip(check, got, strict=True):
+        assert s is not None
+        w = wrapped.get(id(s))
+        if w is None:
+            w = wrapped[id(s)] = filter_failure(name, s)
+        statuses[p] = w
+        alive[p] = False
+    return True
 
 
 def _concat(parts: list[IntP]) -> IntP:

@@ -90,7 +90,9 @@ class PreFilterResult:
 
 @dataclass
 class PostFilterResult:
-    """What a PostFilter plugin (preemption) nominates."""
+    """What a PostFilter plugin (preemption) nominates: a result is upstream's ModeOverride
+    (the pod's nominatedNodeName becomes `nominated_node_name`, "" clears it); returning None
+    instead is ModeNoop (the nomination stays as it is)."""
 
     nominated_node_name: str = ""
 
@@ -179,6 +181,17 @@ class BatchFilterPlugin(FilterPlugin, Protocol):
     def filter_nodes(
         self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: npt.NDArray[np.intp]
     ) -> npt.NDArray[np.bool_]: ...
+
+
+@runtime_checkable
+class BatchFilterStatusPlugin(BatchFilterPlugin, Protocol):
+    """Optional on a BatchFilterPlugin: the Status `filter` gives each node at `indices` (the
+    batch engine asks it for the nodes `filter_nodes` rejected, instead of calling `filter` per
+    node). Statuses may be shared between nodes; they must equal `filter`'s."""
+
+    def filter_statuses(
+        self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: npt.NDArray[np.intp]
+    ) -> list[Status | None]: ...
 
 
 @runtime_checkable
@@ -279,6 +292,17 @@ class PostBindPlugin(Plugin, Protocol):
 
 
 # ---------------------------------------------------------------------------------------- handle
+
+
+@runtime_checkable
+class PodNominator(Protocol):
+    """The queue's nominated pods, as the framework reads them (upstream fwk.PodNominator)."""
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
+
+    def has_nominated_pods(self) -> bool: ...
+
+    def nodes(self) -> list[str]: ...
 
 
 @runtime_checkable

@@ -56,11 +56,13 @@ from scheduler.framework.interface import (
     Plugin,
     PluginFactory,
     PluginScore,
+    PodNominator,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -81,6 +83,7 @@ from scheduler.framework.plugin_status import (
     score_failure,
     with_plugin,
 )
+from scheduler.framework.plugins.helper.priority import pod_priority
 from scheduler.framework.types import (
     EXTENDER_NAME,
     ActionType,
@@ -98,6 +101,7 @@ if TYPE_CHECKING:
     from scheduler.apis.config.types import ExpandedPlugins
     from scheduler.events import EventRecorder
     from scheduler.extender.http import HTTPExtender
+    from scheduler.framework.preemption.evaluator import PreemptionExecutor
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +239,12 @@ class Framework:
         self._pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = point("preEnqueue")
         queue_sort: list[tuple[str, QueueSortPlugin]] = point("queueSort")
         self._pre_filter: list[tuple[str, PreFilterPlugin]] = point("preFilter")
+        # The PreFilter plugins with extensions (AddPod / RemovePod), with them, in order.
+        self._pre_filter_extensions: list[tuple[str, PreFilterExtensions]] = [
+            (name, ext)
+            for name, plugin in self._pre_filter
+            if (ext := plugin.pre_filter_extensions()) is not None
+        ]
         self._filter: list[tuple[str, FilterPlugin]] = point("filter")
         self._post_filter: list[tuple[str, PostFilterPlugin]] = point("postFilter")
         self._pre_score: list[tuple[str, PreScorePlugin]] = point("preScore")
@@ -266,6 +276,8 @@ class Framework:
             total += weight * MAX_NODE_SCORE
             self.score_weights[ref.name] = weight
         self._batch = batch
+        self._nominator: PodNominator | None = None
+        self._preemption_executor: PreemptionExecutor | None = None
         self._engine = BatchEngine(self._filter, self._score, self.score_weights, use_batch_methods=batch)
 
     # ------------------------------------------------------------------ profile
@@ -496,6 +508,19 @@ class Framework:
         `num_to_find` passed or one gives an Error: the loop of upstream findNodesThatPassFilters
         with parallelism 1. With `batch` the engine evaluates many nodes per plugin call; without,
         `run_filter_plugins` runs node after node. Both give the same outcome."""
+        outcome = self._filter_over(state, pod_info, snapshot, order, num_to_find)
+        if self._nominator is None or not self._nominator.has_nominated_pods():
+            return outcome
+        return self._filter_with_nominated_pods(state, pod_info, snapshot, order, num_to_find, outcome)
+
+    def _filter_over(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        snapshot: Snapshot,
+        order: IntP,
+        num_to_find: int,
+    ) -> FilterOutcome:
         if self._batch:
             return self._engine.filter(state, pod_info, snapshot, order, num_to_find)
         infos = snapshot.node_info_list
@@ -514,6 +539,167 @@ class Framework:
             else:
                 rejected.append((i, s))
         return FilterOutcome(np.array(feasible, dtype=np.intp), rejected, error)
+
+    def _filter_with_nominated_pods(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        snapshot: Snapshot,
+        order: IntP,
+        num_to_find: int,
+        outcome: FilterOutcome,
+    ) -> FilterOutcome:
+        """Upstream filters every node with RunFilterPluginsWithNominatedPods. A node passes it
+        only if it passes without the nominated pods too, so the scan above (without them)
+        already has every rejection; only its feasible nodes that hold nominated pods of this
+        pod's priority or higher are filtered again with them. Nodes that fail then count as
+        rejected, and the scan goes on past them until `num_to_find` nodes passed."""
+        infos = snapshot.node_info_list
+        affected = self._nodes_with_nominated_pods(pod_info, snapshot)
+        if not affected:
+            return outcome
+        feasible: list[int] = []
+        rejected = list(outcome.rejected)
+        pos = outcome.processed
+        current = outcome
+        while True:
+            for i in current.feasible.tolist():
+                if i in affected:
+                    s = self.run_filter_plugins_with_nominated_pods(state, pod_info, infos[i])
+                    if s is not None and s.code == Code.ERROR:
+                        return FilterOutcome(np.array(feasible, dtype=np.intp), rejected, s)
+                    if failed(s):
+                        assert s is not None
+                        rejected.append((i, s))
+                        continue
+                feasible.append(i)
+            if current.error is not None:
+                return FilterOutcome(np.array(feasible, dtype=np.intp), rejected, current.error)
+            if len(feasible) >= num_to_find or pos >= len(order):
+                return FilterOutcome(np.array(feasible, dtype=np.intp), rejected)
+            current = self._filter_over(state, pod_info, snapshot, order[pos:], num_to_find - len(feasible))
+            rejected.extend(current.rejected)
+            pos += current.processed
+
+    def _nodes_with_nominated_pods(self, pod_info: PodInfo, snapshot: Snapshot) -> set[int]:
+        """Snapshot indices of the nodes where a pod other than this one, of its priority or
+        higher, is nominated."""
+        assert self._nominator is not None
+        priority = pod_priority(pod_info.pod)
+        me = pod_info.uid_key
+        out: set[int] = set()
+        for node in self._nominator.nodes():
+            if any(
+                pod_priority(p.pod) >= priority and p.uid_key != me
+                for p in self._nominator.nominated_pods_for_node(node)
+            ):
+                try:
+                    out.add(snapshot.index_of(node))
+                except KeyError:
+                    continue
+        return out
+
+    # ------------------------------------------------------------------ nominated pods
+
+    def set_preemption_executor(self, executor: PreemptionExecutor | None) -> None:
+        """The API side of preemption (the scheduler's); None: preemption only nominates."""
+        self._preemption_executor = executor
+
+    def preemption_executor(self) -> PreemptionExecutor | None:
+        return self._preemption_executor
+
+    def set_pod_nominator(self, nominator: PodNominator | None) -> None:
+        """The queue's nominator (upstream the handle's PodNominator); None: no nominated pods."""
+        self._nominator = nominator
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        if self._nominator is None:
+            return []
+        return self._nominator.nominated_pods_for_node(node_name)
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_add: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        """AddPod of every PreFilter plugin's extensions not skipped by PreFilter (upstream
+        RunPreFilterExtensionAddPod); an Error status names the plugin."""
+        return self._run_pre_filter_extension("AddPod", state, pod_to_schedule, pod_to_add, node_info)
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod_to_schedule: PodInfo, pod_to_remove: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        """RemovePod of every PreFilter plugin's extensions (upstream RunPreFilterExtensionRemovePod)."""
+        return self._run_pre_filter_extension("RemovePod", state, pod_to_schedule, pod_to_remove, node_info)
+
+    def _run_pre_filter_extension(
+        self, op: str, state: CycleState, pod_to_schedule: PodInfo, other: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        skip = state.skip_filter_plugins
+        for name, ext in self._pre_filter_extensions:
+            if name in skip:
+                continue
+            try:
+                if op == "AddPod":
+                    s = ext.add_pod(state, pod_to_schedule, other, node_info)
+                else:
+                    s = ext.remove_pod(state, pod_to_schedule, other, node_info)
+            except Exception as e:
+                s = exception_status(e)
+            if failed(s):
+                assert s is not None
+                return error_status(f'running {op} on PreFilter plugin "{name}": {s.message()}', name, s.err)
+        return None
+
+    def run_filter_plugins_with_nominated_pods(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> Status | None:
+        """Filter the node as if the pods nominated to it with this pod's priority or higher
+        were running there (upstream RunFilterPluginsWithNominatedPods).
+
+        Two passes, as upstream: first with those nominated pods added (they may take the room
+        this pod needs), then, if any were added and the pod passed, without them (a pod with
+        affinity to a nominated pod must not count on a pod that may never run there)."""
+        if self._nominator is None or not self._nominator.has_nominated_pods():
+            return self.run_filter_plugins(state, pod_info, node_info)  # nobody to add
+        status: Status | None = None
+        for attempt in range(2):
+            state_to_use, info_to_use = state, node_info
+            if attempt == 0:
+                added, state_to_use, info_to_use, err = self._add_nominated_pods(state, pod_info, node_info)
+                if err is not None:
+                    return err
+            elif not added or failed(status):
+                break
+            status = self.run_filter_plugins(state_to_use, pod_info, info_to_use)
+            if failed(status) and status is not None and not status.is_rejected():
+                return status
+        return status
+
+    def _add_nominated_pods(
+        self, state: CycleState, pod_info: PodInfo, node_info: NodeInfo
+    ) -> tuple[bool, CycleState, NodeInfo, Status | None]:
+        """Upstream addGENominatedPods: a copy of the node and the state with the nominated pods
+        of priority >= the pod's (other than the pod itself) added."""
+        if self._nominator is None or node_info.node is None:
+            return False, state, node_info, None
+        nominated = self._nominator.nominated_pods_for_node(node_info.name)
+        if not nominated:
+            return False, state, node_info, None
+        priority = pod_priority(pod_info.pod)
+        me = pod_info.uid_key
+        info_out: NodeInfo | None = None
+        state_out = state
+        for pi in nominated:
+            if pod_priority(pi.pod) < priority or pi.uid_key == me:
+                continue
+            if info_out is None:
+                info_out, state_out = node_info.clone(), state.clone()
+            info_out.add_pod(pi)
+            s = self.run_pre_filter_extension_add_pod(state_out, pod_info, pi, info_out)
+            if failed(s):
+                return False, state, node_info, s
+        if info_out is None:
+            return False, state, node_info, None
+        return True, state_out, info_out, None
 
     def filter_batch(
         self,
@@ -549,7 +735,7 @@ class Framework:
                 return r, with_plugin(s, name)
             if not s.is_rejected():
                 return None, error_status(s.message(), name, s.err)
-            if r is not None and r.nominated_node_name:
+            if r is not None:  # ModeOverride (None is ModeNoop)
                 result = r
             reasons.extend(s.reasons)
             if not rejector:

@@ -328,5 +328,7 @@ class FitError(Exception):
             if histogram:
                 msg += f" {', '.join(histogram)}."
         if d.post_filter_msg:
-            msg += f" {d.post_filter_msg}"
+            # Upstream's SeparatorFormat " %v." again: a preemption message that is itself a
+            # FitError ends in ".." ("... preemption: 0/5 nodes are available: ...").
+            msg += f" {d.post_filter_msg}."
         return msg

@@ -28,7 +28,9 @@ Differences from upstream, each deliberate:
   unschedulablePods (upstream stops only at activeQ unless pop-from-backoff is on, and a later
   event answered QueueSkip would then re-add the pod to unschedulablePods while it is in
   backoffQ).
-- Nominated pods (preemption) are not tracked: kse does not implement preemption.
+- Nominated pods (preemption) are tracked by ``self.nominator`` (``nominator.py``): added with
+  the pod's ``status.nominatedNodeName`` on ``add``, refreshed on ``update``, dropped on
+  ``delete``; the scheduler overrides the node after a PostFilter and drops it on assume.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from scheduler.framework.types import (
 
 from .active_queue import ActiveQueue, InFlightEvent
 from .backoff import BackoffQueue
+from .nominator import Nominator
 from .pod_events import NamespaceLabels, pod_scheduling_properties_change, rejected_by_cross_topology_term
 
 log = logging.getLogger(__name__)
@@ -217,6 +220,8 @@ class PriorityQueue:
         # In-flight pods deleted meanwhile (never requeue them) and their newest objects.
         self._deleted_in_flight: set[str] = set()
         self._latest_in_flight: dict[str, pb.Pod] = {}
+        # Pods nominated to nodes by preemption (upstream PriorityQueue embeds its nominator).
+        self.nominator = Nominator()
         self._closed = False
         self._wakeup = asyncio.Event()
         self._stop = asyncio.Event()
@@ -228,7 +233,10 @@ class PriorityQueue:
         if self._active.add_events_if_pod_in_flight(None, pod, [EVENT_UNSCHEDULED_POD_ADD]):
             self._latest_in_flight[pod.metadata.uid] = pod
             return
-        if self._move_to_active_q(self._new_queued_pod_info(pod), event_label(EVENT_UNSCHEDULED_POD_ADD)):
+        pinfo = self._new_queued_pod_info(pod)
+        if pod.status.nominated_node_name:
+            self.nominator.add_nominated_pod(pinfo.pod_info)
+        if self._move_to_active_q(pinfo, event_label(EVENT_UNSCHEDULED_POD_ADD)):
             self._broadcast()
 
     def update(self, old: pb.Pod | None, new: pb.Pod) -> None:
@@ -240,6 +248,8 @@ class PriorityQueue:
         logged for its return. Unknown pods are added to activeQ.
         """
         events = self._pod_update_events(new, old) if old is not None else [EVENT_UNSCHEDULED_POD_UPDATE]
+        if self.nominator.has_nominated_pods() or new.status.nominated_node_name:
+            self.nominator.update_nominated_pod(old if old is not None else new, self._pod_info_factory(new))
         if self._active.add_events_if_pod_in_flight(old, new, events):
             self._latest_in_flight[new.metadata.uid] = new
             return
@@ -270,6 +280,7 @@ class PriorityQueue:
 
     def delete(self, pod: pb.Pod) -> None:
         """The pod is gone (deleted, or now assigned): drop it from wherever it is."""
+        self.nominator.delete_nominated_pod_if_exists(pod)
         key = _pod_key(pod)
         if self._active.heap.delete_by_key(key) is not None:
             return

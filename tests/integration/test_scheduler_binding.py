@@ -110,7 +110,10 @@ async def test_unschedulable_condition_written_once_per_change(env: tuple[Schedu
     )
     cond = next(c for c in p.status.conditions if c.type == "PodScheduled")
     assert cond.status == "False"
-    assert cond.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert cond.message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."
+    )
     rv = p.metadata.resource_version
     # Force another attempt with the same outcome: the condition is unchanged, so no write.
     sched.queue.activate([p])

@@ -76,15 +76,21 @@ async def test_pod_affinity_and_anti_affinity_in_the_scheduler_process(
         assert sorted(per_node.values()) == [1, 1, 1, 1], per_node  # anti-affinity spreads them
 
         messages = {p.metadata.name: pod_scheduled(p).message for p in final if not p.spec.node_name}  # type: ignore[union-attr]
-        assert messages["needs-db"] == "0/4 nodes are available: 4 node(s) didn't match pod affinity rules."
+        # DefaultPreemption adds its part: affinity to pods that are not there cannot be helped by
+        # preemption; anti-affinity could, but no pod has a lower priority.
+        not_helpful = " preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.."
+        assert messages["needs-db"] == (
+            "0/4 nodes are available: 4 node(s) didn't match pod affinity rules." + not_helpful
+        )
         (web_left,) = unbound - pending
-        assert (
-            messages[web_left] == "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules."
+        assert messages[web_left] == (
+            "0/4 nodes are available: 4 node(s) didn't match pod anti-affinity rules. "
+            "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.."
         )
         assert messages["with-pvc"] == (
             "0/4 nodes are available: spec.volumes[0].persistentVolumeClaim: kse does not implement "
             "VolumeBinding, VolumeZone, VolumeRestrictions and NodeVolumeLimits "
-            "(no PersistentVolumeClaims or PersistentVolumes)."
+            "(no PersistentVolumeClaims or PersistentVolumes)." + not_helpful
         )
 
         async def failed_events() -> dict[str, str]:

@@ -5,14 +5,15 @@ score weights as listed) minus the plugins kse does not implement. Exactly, in o
 
     SchedulingGates, PrioritySort, NodeUnschedulable, NodeName, TaintToleration (weight 3),
     NodeAffinity (2), NodePorts, NodeResourcesFit (1), UnsupportedFeatures, PodTopologySpread (2),
-    InterPodAffinity (2), NodeResourcesBalancedAllocation (1), ImageLocality (1), DefaultBinder
+    InterPodAffinity (2), DefaultPreemption, NodeResourcesBalancedAllocation (1), ImageLocality (1),
+    DefaultBinder
 
 UnsupportedFeatures is kse's own: it stands where the volume plugins are, and refuses (in
 PreFilter, saying so) a pod that uses what only the left-out plugins could honour, so that no
 pod is placed ignoring a constraint.
 
 Left out from upstream's list: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone
-(kse emulates no volumes), DynamicResources (no DRA), DefaultPreemption (no preemption). A default
+(kse emulates no volumes), DynamicResources (no DRA). A default
 is only used when the registry (``known_plugins``) has it, so a registry without one of them gets
 the rest rather than a configuration that cannot start.
 """
@@ -28,6 +29,7 @@ from .types import (
     DEFAULT_SCHEDULER_NAME,
     EXTENSION_POINTS,
     MULTI_POINT,
+    DefaultPreemptionArgs,
     Duration,
     InterPodAffinityArgs,
     KubeSchedulerConfiguration,
@@ -78,7 +80,6 @@ NOT_IMPLEMENTED: dict[str, str] = {
     "VolumeBinding": "kse does not emulate volumes",
     "VolumeZone": "kse does not emulate volumes",
     "DynamicResources": "kse does not emulate dynamic resource allocation",
-    "DefaultPreemption": "kse does not implement preemption",
     "GangScheduling": "kse does not implement alpha workload-aware (gang) scheduling",
     "PodGroupPodsCount": "kse does not implement alpha workload-aware (pod group) scheduling",
     "PlacementBinPacking": "kse does not implement alpha workload-aware (pod group) scheduling",
@@ -93,13 +94,14 @@ KSE_OMITTED_DEFAULTS = frozenset(
         "VolumeBinding",
         "VolumeZone",
         "DynamicResources",
-        "DefaultPreemption",
     }
 )
 
 DEFAULT_RESOURCES = (("cpu", 1), ("memory", 1))
 DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 0  # adaptive
 DEFAULT_PARALLELISM = 16
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 
 # kse's own default plugins, each inserted before the upstream plugin named.
@@ -190,6 +192,12 @@ def set_defaults_args(args: object) -> None:
     elif isinstance(args, InterPodAffinityArgs):
         if args.hard_pod_affinity_weight is None:
             args.hard_pod_affinity_weight = 1
+    elif isinstance(args, DefaultPreemptionArgs):
+        # Upstream SetDefaults_DefaultPreemptionArgs.
+        if args.min_candidate_nodes_percentage is None:
+            args.min_candidate_nodes_percentage = DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE
+        if args.min_candidate_nodes_absolute is None:
+            args.min_candidate_nodes_absolute = DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE
     elif isinstance(args, NodeAffinityArgs):
         pass
 

@@ -298,12 +298,22 @@ class InterPodAffinityArgs:
     ignore_preferred_terms_of_existing_pods: bool = False
 
 
+@dataclass
+class DefaultPreemptionArgs:
+    """How many candidate nodes preemption dry-runs: at least minCandidateNodesPercentage percent
+    of the nodes, and at least minCandidateNodesAbsolute of them (defaults 10 and 100)."""
+
+    min_candidate_nodes_percentage: int | None = None
+    min_candidate_nodes_absolute: int | None = None
+
+
 PluginArgs = (
     NodeResourcesFitArgs
     | PodTopologySpreadArgs
     | NodeAffinityArgs
     | NodeResourcesBalancedAllocationArgs
     | InterPodAffinityArgs
+    | DefaultPreemptionArgs
 )
 
 # Plugins with typed args ("<Name>Args" kinds), as upstream registers them.
@@ -313,6 +323,7 @@ ARGS_TYPES: dict[str, type[Any]] = {
     "NodeAffinity": NodeAffinityArgs,
     "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocationArgs,
     "InterPodAffinity": InterPodAffinityArgs,
+    "DefaultPreemption": DefaultPreemptionArgs,
 }
 
 

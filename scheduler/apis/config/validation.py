@@ -32,6 +32,7 @@ from .types import (
     EXTENSION_POINTS,
     MULTI_POINT,
     PLACEMENT_POINTS,
+    DefaultPreemptionArgs,
     InterPodAffinityArgs,
     KubeSchedulerConfiguration,
     KubeSchedulerProfile,
@@ -324,6 +325,8 @@ def validate_args(path: str, args: Any) -> list[str]:
         return validate_balanced_allocation_args(path, args)
     if isinstance(args, InterPodAffinityArgs):
         return validate_inter_pod_affinity_args(path, args)
+    if isinstance(args, DefaultPreemptionArgs):
+        return validate_default_preemption_args(path, args)
     return []
 
 
@@ -480,3 +483,20 @@ def validate_inter_pod_affinity_args(path: str, args: InterPodAffinityArgs) -> l
     if w is not None and not 0 <= w <= 100:
         return [invalid(f"{path}.hardPodAffinityWeight", w, "not in valid range [0, 100]")]
     return []
+
+
+def validate_default_preemption_args(path: str, args: DefaultPreemptionArgs) -> list[str]:
+    """Upstream ValidateDefaultPreemptionArgs (on the defaulted args)."""
+    errs: list[str] = []
+    pct, pct_path = args.min_candidate_nodes_percentage or 0, f"{path}.minCandidateNodesPercentage"
+    absolute, abs_path = args.min_candidate_nodes_absolute or 0, f"{path}.minCandidateNodesAbsolute"
+    if not 0 <= pct <= 100:
+        errs.append(invalid(pct_path, pct, "not in valid range [0, 100]"))
+    if absolute < 0:
+        errs.append(invalid(abs_path, absolute, "not in valid range [0, inf)"))
+    if pct == 0 and absolute == 0:
+        errs.append(invalid(pct_path, pct, "cannot be zero at the same time as minCandidateNodesAbsolute"))
+        errs.append(
+            invalid(abs_path, absolute, "cannot be zero at the same time as minCandidateNodesPercentage")
+        )
+    return errs

@@ -22,6 +22,7 @@ from scheduler.framework.plugins import (
     tainttoleration,
     unsupportedfeatures,
 )
+from scheduler.framework.plugins.defaultpreemption import default_preemption
 from scheduler.framework.plugins.noderesources import balanced_allocation, fit
 from scheduler.framework.plugins.samples import imageprepull
 
@@ -39,6 +40,7 @@ REGISTRY: dict[str, PluginFactory] = {
     podtopologyspread.NAME: podtopologyspread.new,
     interpodaffinity.NAME: interpodaffinity.new,
     unsupportedfeatures.NAME: unsupportedfeatures.new,
+    default_preemption.NAME: default_preemption.new,
     defaultbinder.NAME: defaultbinder.new,
     # Samples: never in the default profile (scheduler/framework/plugins/samples).
     imageprepull.NAME: imageprepull.new,

@@ -227,7 +227,7 @@ def test_fit_error_pre_filter_and_post_filter_messages() -> None:
     d.node_to_status["x"] = Status.unschedulable("ignored when PreFilter rejected")
     assert (
         str(FitError(pb.Pod(), 3, d))
-        == "0/3 nodes are available: node(s) didn't satisfy plugin NodeName. preemption: 0/3 nodes"
+        == "0/3 nodes are available: node(s) didn't satisfy plugin NodeName. preemption: 0/3 nodes."
     )
 
 

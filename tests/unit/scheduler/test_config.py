@@ -73,6 +73,7 @@ UPSTREAM_IMPLEMENTS: dict[str, set[str]] = {
     "InterPodAffinity": {"preFilter", "filter", "preScore", "score"},
     "NodeResourcesBalancedAllocation": {"preScore", "score"},
     "ImageLocality": {"score"},
+    "DefaultPreemption": {"preEnqueue", "postFilter"},
     "DefaultBinder": {"bind"},
 }
 KNOWN = set(UPSTREAM_IMPLEMENTS)
@@ -126,7 +127,7 @@ def test_defaults_of_an_empty_configuration() -> None:
     assert [p.scheduler_name for p in cfg.profiles] == ["default-scheduler"]
 
     ex = cfg.profiles[0].expanded
-    assert names(ex.pre_enqueue) == ["SchedulingGates"]
+    assert names(ex.pre_enqueue) == ["SchedulingGates", "DefaultPreemption"]
     assert names(ex.queue_sort) == ["PrioritySort"]
     assert names(ex.pre_filter) == [
         "NodeAffinity",
@@ -145,7 +146,7 @@ def test_defaults_of_an_empty_configuration() -> None:
         "PodTopologySpread",
         "InterPodAffinity",
     ]
-    assert names(ex.post_filter) == []  # no DefaultPreemption
+    assert names(ex.post_filter) == ["DefaultPreemption"]
     assert names(ex.pre_score) == [
         "TaintToleration",
         "NodeAffinity",
@@ -166,9 +167,10 @@ def test_defaults_of_an_empty_configuration() -> None:
     assert names(ex.reserve) == names(ex.permit) == names(ex.pre_bind) == names(ex.post_bind) == []
     assert names(ex.bind) == ["DefaultBinder"]
 
-    # PluginConfigsV1 minus DefaultPreemption and VolumeBinding.
+    # PluginConfigsV1 minus VolumeBinding.
     args = {pc.name: pc.args_dict() for pc in cfg.profiles[0].plugin_config}
     assert args == {
+        "DefaultPreemption": {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100},
         "InterPodAffinity": {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False},
         "NodeAffinity": {},
         "NodeResourcesBalancedAllocation": {
@@ -199,6 +201,7 @@ def test_kse_default_plugin_set() -> None:
         ("NodeResourcesFit", 1),
         ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
+        ("DefaultPreemption", None),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
         ("DefaultBinder", None),
@@ -263,6 +266,7 @@ def test_explicit_plugin_args_are_defaulted() -> None:
     }
     # Default args are appended for enabled plugins without a pluginConfig entry, once.
     assert sorted(pc.name for pc in cfg.profiles[0].plugin_config) == [
+        "DefaultPreemption",
         "InterPodAffinity",
         "NodeAffinity",
         "NodeResourcesBalancedAllocation",
@@ -1022,22 +1026,59 @@ def test_plugin_checks_name_the_entry() -> None:
           - name: MyPlugin
             args: {a: 1}
           - name: DefaultPreemption
-            args: {minCandidateNodesAbsolute: 10}
+            args: {minCandidateNodesAbsolute: -1}
         """
     )
     assert errs == [
         'profiles[0].plugins.filter.enabled[0].name: Invalid value: "VolumeBinding": plugin "VolumeBinding" is an '
         "upstream kube-scheduler plugin that kse does not implement (kse does not emulate volumes)",
         'profiles[0].plugins.filter.enabled[2].name: Duplicate value: "NodeName"',
-        'profiles[0].plugins.postFilter.enabled[0].name: Invalid value: "DefaultPreemption": plugin '
-        '"DefaultPreemption" is an upstream kube-scheduler plugin that kse does not implement (kse does not '
-        "implement preemption)",
         'profiles[0].plugins.preScore.enabled[0].name: Invalid value: "ImageLocality": plugin "ImageLocality" does '
         "not extend the preScore extension point (it implements: score)",
         "profiles[0].plugins.bind.enabled[0].name: Required value",
         'profiles[0].pluginConfig[0].name: Invalid value: "MyPlugin": plugin "MyPlugin" does not exist',
-        'profiles[0].pluginConfig[1].name: Invalid value: "DefaultPreemption": plugin "DefaultPreemption" is an '
-        "upstream kube-scheduler plugin that kse does not implement (kse does not implement preemption)",
+        "profiles[0].pluginConfig[1].args.minCandidateNodesAbsolute: Invalid value: -1: not in valid range [0, inf)",
+    ]
+
+
+def test_default_preemption_args() -> None:
+    """Upstream TestValidateDefaultPreemptionArgs and SetDefaults_DefaultPreemptionArgs."""
+    cfg = load(
+        """
+        profiles:
+        - pluginConfig:
+          - name: DefaultPreemption
+            args: {minCandidateNodesPercentage: 50}
+        """
+    )
+    assert cfg.profiles[0].plugin_args("DefaultPreemption") == {
+        "minCandidateNodesPercentage": 50,
+        "minCandidateNodesAbsolute": 100,
+    }
+    errs = errors_of(
+        """
+        profiles:
+        - pluginConfig:
+          - name: DefaultPreemption
+            args: {minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0}
+        """
+    )
+    assert errs == [
+        "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the "
+        "same time as minCandidateNodesAbsolute",
+        "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute: Invalid value: 0: cannot be zero at the "
+        "same time as minCandidateNodesPercentage",
+    ]
+    assert errors_of(
+        """
+        profiles:
+        - pluginConfig:
+          - name: DefaultPreemption
+            args: {minCandidateNodesPercentage: 101}
+        """
+    ) == [
+        "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: Invalid value: 101: not in valid range "
+        "[0, 100]"
     ]
 
 

@@ -101,6 +101,27 @@ def test_fit_filter_nodes_equals_filter(seed: int) -> None:
             assert mask.tolist() == want
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fit_filter_statuses_equal_filter(seed: int) -> None:
+    """The statuses the batch engine takes for the nodes filter_nodes rejected: each equal to
+    filter's (code, reasons in fits_request's order), one object per distinct status."""
+    rng = np.random.default_rng(seed)
+    snap = _random_cluster(rng, 120)
+    for ignored in ({}, {"ignoredResources": [GPU]}):
+        pl = fit.new(ignored, None)
+        for k in range(40):
+            pod = PodInfo(_random_pod(rng, f"incoming-{k}"))
+            state = new_state()
+            pl.pre_filter(state, pod, snap.list())
+            indices = rng.permutation(np.arange(snap.num_nodes()))
+            got = pl.filter_statuses(state, pod, snap, indices)
+            want = [pl.filter(state, pod, snap.list()[i]) for i in indices]
+            assert [(s.code, s.reasons) if s else None for s in got] == [
+                (s.code, s.reasons) if s else None for s in want
+            ]
+            assert len({id(s) for s in got if s is not None}) == len({(s.code, tuple(s.reasons)) for s in want if s})
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES, ids=[str(s) for s in STRATEGIES])
 def test_fit_score_nodes_equals_score(strategy: dict[str, Any]) -> None:
     rng = np.random.default_rng(11)

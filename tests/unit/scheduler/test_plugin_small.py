@@ -266,6 +266,7 @@ def test_registry_builds_every_default_plugin() -> None:
         "PodTopologySpread",
         "InterPodAffinity",
         "UnsupportedFeatures",
+        "DefaultPreemption",
         "DefaultBinder",
         "ImagePrePull",  # a sample, not in the default profile
     }

@@ -319,6 +319,46 @@ async def test_conditions_carry_the_token_they_were_submitted_under_and_are_not_
     await asyncio.wait_for(updater2.wait_idle(), 1)
 
 
+async def test_status_writes_set_and_clear_the_nominated_node() -> None:
+    """upstream updatePod: nominatedNodeName is written with the condition when it changes; a
+    newer condition for the same pod does not drop a nomination not yet written."""
+
+    class Pods:
+        def __init__(self) -> None:
+            self.written: list[pb.Pod] = []
+
+        async def update_status(self, pod: pb.Pod, *, fence: Any = None) -> pb.Pod:
+            out = pb.Pod()
+            out.CopyFrom(pod)
+            self.written.append(out)
+            return pod
+
+    class Cs:
+        pods = Pods()
+
+    cs = Cs()
+    updater = PodStatusUpdater(cs)  # type: ignore[arg-type]
+    p = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="ns", uid="u", resource_version="1"))
+    updater.submit(p, unschedulable("first"), "node-1")
+    updater.submit(p, unschedulable("second"))  # coalesced before any write ran
+    runner = asyncio.create_task(updater.run())
+    try:
+        await asyncio.wait_for(updater.wait_idle(), 5)
+        (written,) = cs.pods.written
+        assert written.status.nominated_node_name == "node-1"
+        assert written.status.conditions[0].message == "second"
+        # The same condition and node: nothing to write; "" clears the nomination.
+        nominated = written
+        updater.submit(nominated, unschedulable("second"), "node-1")
+        await asyncio.wait_for(updater.wait_idle(), 5)
+        assert len(cs.pods.written) == 1
+        updater.submit(nominated, unschedulable("second"), "")
+        await asyncio.wait_for(updater.wait_idle(), 5)
+        assert cs.pods.written[-1].status.nominated_node_name == ""
+    finally:
+        runner.cancel()
+
+
 def test_event_queue_drops_when_full() -> None:
     rec = EventRecorder(FakeClientset(), max_queued=2)  # type: ignore[arg-type]
     pod = pb.Pod(metadata=pb.ObjectMeta(name="p", namespace="ns"))

@@ -90,7 +90,20 @@ def run_json(cluster: Path, pod: str, *extra: str, capsys: pytest.CaptureFixture
 
 
 def check_contract(doc: dict[str, Any]) -> None:
-    assert set(doc) == {"pod", "nodes", "feasible", "selected"}
+    # postFilter only when no node passed Filter (the default profile has DefaultPreemption); a
+    # pod held at PreEnqueue (scheduling gates) is never attempted, so nothing runs after Filter.
+    keys = {"pod", "nodes", "feasible", "selected"}
+    gated = any(n["filter"]["plugin"] == "SchedulingGates" for n in doc["nodes"].values())
+    assert set(doc) == (keys if doc["feasible"] or gated else keys | {"postFilter"})
+    if "postFilter" in doc:
+        pf = doc["postFilter"]
+        assert set(pf) == {"plugin", "nominatedNode", "victims", "candidates"}
+        assert pf["plugin"] == "DefaultPreemption"
+        assert pf["nominatedNode"] is None or pf["nominatedNode"] in pf["candidates"]
+        assert pf["victims"] == sorted(pf["victims"])
+        assert (pf["victims"] == []) == (pf["nominatedNode"] is None)
+        for victims in pf["candidates"].values():
+            assert victims and victims == sorted(victims)
     assert list(doc["nodes"]) == NODES  # every node, in cluster order
     for name, n in doc["nodes"].items():
         assert set(n) == {"filter", "scores", "total"}
@@ -222,9 +235,10 @@ def test_table_output(cluster: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 def test_table_when_nothing_fits(cluster: Path) -> None:
     result = what_if_files(cluster, EXAMPLES / "pods/resource/memory-request-limit-3.yaml")
-    assert format_table(result).splitlines()[-1] == (
-        "no node fits: 0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient memory."
-    )
+    assert format_table(result).splitlines()[-2:] == [
+        "no node fits: 0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient memory.",
+        "DefaultPreemption: preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+    ]
 
 
 # ------------------------------------------------------------------------------------ errors
@@ -293,3 +307,131 @@ def test_what_if_says_it_does_not_call_extenders(tmp_path: Path, caplog: pytest.
     )
     load_framework(config, Snapshot())
     assert "extender(s) are not called" in caplog.text
+
+
+# ------------------------------------------------------------------------------------ preemption
+
+PREEMPTION_CLUSTER = """\
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high-never}
+value: 1000
+preemptionPolicy: Never
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: apps}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db, namespace: apps}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: db}}
+status: {disruptionsAllowed: 0}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status: {capacity: {cpu: "2", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-b}
+status: {capacity: {cpu: "2", memory: 8Gi, pods: "110"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-0, namespace: apps, labels: {app: db}}
+spec:
+  nodeName: node-a
+  priorityClassName: low
+  containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: apps, labels: {app: web}}
+spec:
+  nodeName: node-b
+  priorityClassName: low
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, namespace: apps, labels: {app: web}}
+spec:
+  nodeName: node-b
+  priorityClassName: low
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+"""
+
+
+def preemptor(tmp_path: Path, priority_class: str) -> Path:
+    path = tmp_path / f"{priority_class}.yaml"
+    path.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: urgent, namespace: apps}\n"
+        f"spec:\n  priorityClassName: {priority_class}\n"
+        '  containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]\n'
+    )
+    return path
+
+
+def test_post_filter_reports_the_preemption(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(PREEMPTION_CLUSTER)
+    assert (
+        kse_main(
+            ["what-if", "--cluster", str(cluster), "--pod", str(preemptor(tmp_path, "high")), "-o", "json"]
+        )
+        == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["feasible"] == [] and doc["selected"] is None
+    # node-a's only victim is guarded by a PDB with no disruption left: node-b, with two
+    # victims but no violation, is chosen (fewest PDB violations comes first).
+    assert doc["postFilter"] == {
+        "plugin": "DefaultPreemption",
+        "nominatedNode": "node-b",
+        "victims": ["apps/web-0", "apps/web-1"],
+        "candidates": {"node-b": ["apps/web-0", "apps/web-1"], "node-a": ["apps/db-0"]},
+    }
+    table = format_table(what_if_files(cluster, preemptor(tmp_path, "high")))
+    assert "DefaultPreemption: would nominate node-b, preempting apps/web-0, apps/web-1" in table
+    assert "node-a      1         apps/db-0" in table
+
+
+def test_post_filter_preemption_policy_never(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(PREEMPTION_CLUSTER)
+    result = what_if_files(cluster, preemptor(tmp_path, "high-never"))
+    assert result.post_filter is not None
+    assert result.post_filter.to_json() == {
+        "plugin": "DefaultPreemption",
+        "nominatedNode": None,
+        "victims": [],
+        "candidates": {},
+    }
+    assert format_table(result).splitlines()[-1] == (
+        "DefaultPreemption: preemption: not eligible due to preemptionPolicy=Never."
+    )
+
+
+def test_unknown_priority_class_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(PREEMPTION_CLUSTER)
+    rc = kse_main(["what-if", "--cluster", str(cluster), "--pod", str(preemptor(tmp_path, "nope"))])
+    assert rc == 1
+    assert capsys.readouterr().err == (
+        'kse what-if: error: pod apps/urgent: spec.priorityClassName: Not found: "nope": no PriorityClass '
+        "with name nope in the cluster file\n"
+    )

@@ -63,6 +63,9 @@ ERR_REASON_RESTARTABLE_INIT = (
 )
 
 
+_UNSET = Status()  # a memo sentinel
+
+
 def insufficient_reason(resource: str) -> str:
     return f"Insufficient {resource}"
 
@@ -315,6 +318,50 @@ class Fit:
             _, alloc, used = a.scalar(name)
             ok &= req <= alloc[indices] - used[indices]
         return ok
+
+    def filter_statuses(
+        self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: npt.NDArray[np.intp]
+    ) -> list[Status | None]:
+        """`filter`'s status for each node at `indices`, from the snapshot's arrays (what the
+        batch engine asks for the nodes `filter_nodes` rejected: an unschedulable pod's
+        diagnosis needs one per node). Nodes with the same reasons share one Status."""
+        request = self._request(state)
+        a = snapshot.arrays()
+        # (reason, lacking mask, unresolvable mask) in fits_request's order.
+        checks: list[tuple[str, npt.NDArray[np.bool_], npt.NDArray[np.bool_] | None]] = [
+            (ERR_REASON_TOO_MANY_PODS, a.pod_count[indices] + 1 > a.allowed_pod_number[indices], None)
+        ]
+        if not request.is_zero_request():
+            for name, req, alloc, used in (
+                (CPU, request.milli_cpu, a.alloc_milli_cpu, a.req_milli_cpu),
+                (MEMORY, request.memory, a.alloc_memory, a.req_memory),
+                (EPHEMERAL_STORAGE, request.ephemeral_storage, a.alloc_ephemeral_storage,
+                 a.req_ephemeral_storage),
+            ):  # fmt: skip
+                if req > 0:
+                    have = alloc[indices]
+                    checks.append((insufficient_reason(name), req > have - used[indices], req > have))
+            for name, req in request.scalar_resources.items():
+                if req == 0 or _ignored(name, self.ignored_resources, self.ignored_resource_groups):
+                    continue
+                _, alloc, used = a.scalar(name)
+                have = alloc[indices]
+                checks.append((insufficient_reason(name), req > have - used[indices], req > have))
+        key = np.zeros(len(indices), np.int64)
+        for k, (_, lacking, unresolvable) in enumerate(checks):
+            key |= lacking.astype(np.int64) << (k + 1)
+            if unresolvable is not None:
+                key |= lacking & unresolvable  # bit 0: some shortage is unresolvable
+        memo: dict[int, Status | None] = {0: None}
+        out: list[Status | None] = []
+        for kv in key.tolist():
+            st = memo.get(kv, _UNSET)
+            if st is _UNSET:
+                reasons = [reason for k, (reason, _, _) in enumerate(checks) if kv >> (k + 1) & 1]
+                code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if kv & 1 else Code.UNSCHEDULABLE
+                st = memo[kv] = Status(code, reasons, NAME) if reasons else None
+            out.append(st)  # type: ignore[arg-type]
+        return out
 
     # -- score
 
