@@ -8,9 +8,9 @@ from __future__ import annotations
 from controllers.base import ControllerFactory
 from controllers.daemonset import DaemonSetController
 from controllers.deployment import DeploymentController
+from controllers.disruption import DisruptionController
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
-from controllers.disruption import DisruptionController
 from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEvictionController
 

@@ -26,7 +26,6 @@ from urllib.parse import parse_qs
 from aiohttp import web
 
 from kse.pprof import Pprof
-
 from kse.scrape import parse_address
 
 __all__ = ["CONTENT_TYPE", "Check", "HealthServer", "parse_address", "ping"]
