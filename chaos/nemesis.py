@@ -91,6 +91,7 @@ FAULT_RECORD_NAMES: dict[str, str] = {
     "rotate-ca": ROTATE_CA,
     "expire-cert": EXPIRE_CERTS,
     "clock-skew": CLOCK_SKEW,
+    "node-upgrade": "node_upgrade",
 }
 EXPIRED_AGO = timedelta(hours=1)  # an "already expired" certificate expired this long ago
 CLIENT_RELOAD_S = 2.5  # a client picks up new files within its 1 s poll, plus the channel swap
@@ -150,7 +151,9 @@ class Nemesis:
 
     async def _inject(self, spec: FaultSpec) -> None:
         t, f = spec.target, spec.fault
-        if f == "rotate-ca":
+        if f == "node-upgrade":
+            await self._node_upgrade(spec)
+        elif f == "rotate-ca":
             await self._rotate_ca(spec)
         elif f == "rotate-leaf" and t in ("apiserver", "etcd", "all"):
             await self._rotate_leaf(spec, t, None)
@@ -161,6 +164,18 @@ class Nemesis:
             await self._etcd(spec, await self._etcd_member(t))
         else:
             await self._replica(spec, await self._replica_target(t))
+
+    async def _node_upgrade(self, spec: FaultSpec) -> None:
+        """A rolling node upgrade (`chaos.node_upgrade`) through the backend's kubelet switch."""
+        from chaos.node_upgrade import NodeUpgradeError, run_node_upgrade
+
+        set_kubelets = getattr(self.backend, "set_kubelets", None)
+        if set_kubelets is None:
+            raise NemesisError(f"node-upgrade: the {type(self.backend).__name__} cannot stop kubelets")
+        try:
+            await run_node_upgrade(spec, self.clientset, self.backend, self._record, say=self.say)  # type: ignore[arg-type]
+        except NodeUpgradeError as e:
+            raise NemesisError(f"node-upgrade: {e}") from e
 
     # ------------------------------------------------------------------ lease and targets
 

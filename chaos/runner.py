@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.cluster_setup import churn_delete_after, fencing_args, final_state
-from chaos.scenario import FaultSpec, Round, Scenario, WaitSpec
+from chaos.scenario import DeploymentSpec, FaultSpec, Round, Scenario, WaitSpec
 from harness.progress import Reporter
 from kse.objects.meta import uid_key
 
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from chaos.nemesis import Nemesis
     from chaos.waits import Waits
     from harness.up import Cluster
+    from kse.client.clientset import Clientset
     from proto import kse_pb2 as pb
 
 __all__ = [
@@ -135,7 +136,7 @@ class RunOutcome:
 
 
 def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
-    from chaos.local_backend import clock_skew_path
+    from chaos.local_backend import KUBELET_CONTROL_FLAG, clock_skew_path, kubelet_control_path
     from harness.up import BackoffPolicy
 
     c = s.cluster
@@ -155,12 +156,13 @@ def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
         "restart_policy": BackoffPolicy(initial=0.5, cap=2.0, reset_after=max(5.0, 2 * c.lease_duration)),
         "grace": 10.0,
         "apiserver_args": fencing_args(True),
-        "nodesim_args": ("--seed", str(seed)),
+        "nodesim_args": ("--seed", str(seed))
+        + ((KUBELET_CONTROL_FLAG, str(kubelet_control_path(run_dir))) if s.node_upgrades else ()),
         "workload_args": ("--delete-after", f"{churn_delete_after(c.nodes, c.rate):g}s"),
         "rpc_error_logs": True,
         "partition_proxies": s.partitions,
         "replica_args": replica_args,
-    }
+    } | ({} if s.controller_managers is None else {"controller_managers": s.controller_managers})
 
 
 def _stamp() -> str:
@@ -200,6 +202,10 @@ async def _run_fresh(
     with work_dir(f"kse-chaos-{scenario.name}-", keep) as tmp:
         data_dir = tmp / "kse"
         plan = ClusterPlan(data_dir=data_dir, **_plan_kwargs(scenario, seed, data_dir / "run"))
+        if scenario.node_upgrades:
+            from chaos.local_backend import kubelet_control_path, write_kubelet_control
+
+            write_kubelet_control(kubelet_control_path(plan.run_dir), (), {})
         if scenario.clock_skew:
             for name in plan.scheduler_names():
                 from chaos.local_backend import clock_skew_path
@@ -387,6 +393,7 @@ class Drive:
         say: Callable[[str], None] = progress,
         settle_s: float = SETTLE_S,
         observer: DriveObserver | None = None,
+        deployments: Sequence[DeploymentSpec] = (),
     ) -> None:
         self.schedule = list(schedule)
         self.duration = duration
@@ -397,6 +404,7 @@ class Drive:
         self.say = say
         self.settle_s = settle_s
         self.observer: DriveObserver = observer or _NoObserver()
+        self.deployments = list(deployments)  # created (and available) before t=0
         self.errors: list[str] = []
         self.round_results: list[RoundResult] = []
         self.created: dict[str, pb.Pod] = {}
@@ -416,6 +424,7 @@ class Drive:
             default_stop=scenario.default_stop,
             retry_period=scenario.cluster.retry_period,
             say=say,
+            deployments=scenario.deployments,
         )
 
     async def run(
@@ -473,6 +482,8 @@ class Drive:
                     first = await nemesis.wait_for_leader(60.0 + lease_duration)
                 except NemesisError as e:
                     raise RunError(f"no first leader: {e}") from e
+                if self.deployments:
+                    await self._start_workload(clientset)
                 self.say(f"leader {first} ({await backend.identity(first)}); t=0")
                 await self.observer.started()
                 async with asyncio.TaskGroup() as tg:
@@ -505,6 +516,19 @@ class Drive:
             with contextlib.suppress(Exception):
                 await source.close()
             errors_log.close()
+
+    async def _start_workload(self, clientset: Clientset) -> None:
+        """The scenario's Deployments and budgets (`chaos.upgrade_workload`), every replica
+        available before t=0; RunError when they do not get there."""
+        from chaos.upgrade_workload import create_workload, wait_available
+
+        await create_workload(clientset, self.deployments)
+        try:
+            await wait_available(clientset, self.deployments)
+        except TimeoutError as e:
+            raise RunError(str(e)) from e
+        total = sum(d.replicas for d in self.deployments)
+        self.say(f"workload: {len(self.deployments)} deployments, {total} pods available")
 
     async def _run_rounds(self, nemesis: Nemesis, waits: Waits) -> None:
         """Each round's steps in order, one round after the other; the first step that fails ends
