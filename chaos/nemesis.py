@@ -75,6 +75,7 @@ from chaos.scenario import CONTROLLER_MANAGER_LEADER, ROTATION_STEP_S, FaultSpec
 from harness.up.plan import CONTROLLER_MANAGER_LEASE
 
 if TYPE_CHECKING:
+    from chaos.node_upgrade import UpgradeStats
     from kse.client.clientset import Clientset
     from proto import kse_pb2 as pb
 
@@ -128,6 +129,7 @@ class Nemesis:
         self.retry_period = retry_period  # the replicas' --leader-elect-retry-period
         self.say = say
         self.injected: list[FaultRecord] = []
+        self.upgrades: list[UpgradeStats] = []  # one per node-upgrade fault, filled as it goes
         # One PKI writer at a time (rotations hold the PKI's flock too; this keeps them in order).
         self._pki = asyncio.Lock()
         # One fault at a time on the API server: a kill that lands while a restart is still
@@ -167,13 +169,22 @@ class Nemesis:
 
     async def _node_upgrade(self, spec: FaultSpec) -> None:
         """A rolling node upgrade (`chaos.node_upgrade`) through the backend's kubelet switch."""
-        from chaos.node_upgrade import NodeUpgradeError, run_node_upgrade
+        from chaos.node_upgrade import NodeUpgradeError, UpgradeStats, run_node_upgrade
 
         set_kubelets = getattr(self.backend, "set_kubelets", None)
         if set_kubelets is None:
             raise NemesisError(f"node-upgrade: the {type(self.backend).__name__} cannot stop kubelets")
+        stats = UpgradeStats()
+        self.upgrades.append(stats)
         try:
-            await run_node_upgrade(spec, self.clientset, self.backend, self._record, say=self.say)  # type: ignore[arg-type]
+            await run_node_upgrade(
+                spec,
+                self.clientset,
+                self.backend,  # type: ignore[arg-type]
+                self._record,
+                say=self.say,
+                stats=stats,
+            )
         except NodeUpgradeError as e:
             raise NemesisError(f"node-upgrade: {e}") from e
 

@@ -202,6 +202,9 @@ async def run_node_upgrade(
             for outcome in await asyncio.gather(*drains, return_exceptions=True):
                 if isinstance(outcome, BaseException):
                     raise outcome  # the first node's failure (the others' drains are through)
+            if not spec.upgrade_kubelets:
+                stats.upgraded += group
+                continue
             for node in group:
                 versions[node] = version
             await kubelets.set_kubelets(group, versions)

@@ -79,6 +79,7 @@ __all__ = [
 
 WATCH_FILE = "watch-chaos.jsonl"
 RPC_ERRORS_FILE = "rpc-errors-chaos.jsonl"  # the runner's own client (its informer, the snapshot)
+TERMINATION_DELAY = "0.5s"  # nodesim's --termination-delay in runs that drain nodes
 SETTLE_S = 10.0  # after the workload stops: how long the leader gets to bind what is pending
 YOUNG_S = 3.0  # attached: pending pods younger than this at the snapshot are not violations
 BACKENDS = ("local", "docker")
@@ -157,7 +158,18 @@ def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
         "grace": 10.0,
         "apiserver_args": fencing_args(True),
         "nodesim_args": ("--seed", str(seed))
-        + ((KUBELET_CONTROL_FLAG, str(kubelet_control_path(run_dir))) if s.node_upgrades else ()),
+        + (
+            # a drained pod's containers stop within TERMINATION_DELAY of its deletion (not after
+            # the churn pods' default 30 s grace), so a drain is not a wait for grace periods
+            (
+                KUBELET_CONTROL_FLAG,
+                str(kubelet_control_path(run_dir)),
+                "--termination-delay",
+                TERMINATION_DELAY,
+            )
+            if s.node_upgrades
+            else ()
+        ),
         "workload_args": ("--delete-after", f"{churn_delete_after(c.nodes, c.rate):g}s"),
         "rpc_error_logs": True,
         "partition_proxies": s.partitions,
@@ -405,6 +417,7 @@ class Drive:
         self.settle_s = settle_s
         self.observer: DriveObserver = observer or _NoObserver()
         self.deployments = list(deployments)  # created (and available) before t=0
+        self.nemesis: Nemesis | None = None  # the run's, once it started (its `upgrades`)
         self.errors: list[str] = []
         self.round_results: list[RoundResult] = []
         self.created: dict[str, pb.Pod] = {}
@@ -475,6 +488,7 @@ class Drive:
                 retry_period=self.retry_period,
                 say=self.say,
             )
+            self.nemesis = nemesis
             waits = Waits(nemesis, AuditTail(audit_logs) if audit_logs else None)
             async with factory.running():
                 await factory.wait_for_sync()

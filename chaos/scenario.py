@@ -229,6 +229,9 @@ class FaultSpec:
     pause: float | None = None
     grace: int | None = None
     timeout: float | None = None
+    # False: cordon and drain only (`kse bench drain`; not a scenario field): no kubelet restart,
+    # no uncordon, no pause
+    upgrade_kubelets: bool = True
 
     def describe(self) -> str:
         when = f"t={self.at:g}s " if self.at is not None else ""
