@@ -175,11 +175,18 @@ def _add_image_locality(sub: SubParsers) -> None:
     register(sub)
 
 
+def _add_drain(sub: SubParsers) -> None:
+    from chaos.drain_bench import register
+
+    register(sub)
+
+
 BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_apiserver,
     _add_throughput,
     _add_failover,
     _add_image_locality,
+    _add_drain,
 )
 
 
