@@ -91,8 +91,6 @@ class UpgradeStats:
             self.refused += 1
         elif p.kind == "evicted":
             self.evicted += 1
-        elif p.kind == "drained":
-            self.last_drained = now
 
 
 def pick_nodes(spec_nodes: int | tuple[str, ...], names: Sequence[str]) -> list[str]:
@@ -202,6 +200,7 @@ async def run_node_upgrade(
             for outcome in await asyncio.gather(*drains, return_exceptions=True):
                 if isinstance(outcome, BaseException):
                     raise outcome  # the first node's failure (the others' drains are through)
+            stats.last_drained = time.time()  # every pod of the batch's nodes gone
             if not spec.upgrade_kubelets:
                 stats.upgraded += group
                 continue
