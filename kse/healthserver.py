@@ -2,9 +2,9 @@
 ``kse scheduler`` and ``kse controller-manager`` (upstream serves them on ``--secure-port``; kse
 serves plain HTTP on ``--metrics-bind-address``).
 
-With ``pprof`` (the scheduler's ``--profiling``, its default) it also serves ``/debug/pprof/``
-(``kse.pprof``): CPU profiles of the live process, every thread's and task's stack, the heap by
-type and, with ``--contention-profiling``, what blocks the event loop.
+With ``pprof`` (``--profiling``, the default) it also serves ``/debug/pprof/`` (``kse.pprof``):
+CPU profiles of the live process, every thread's and task's stack, the heap by type and, with
+``--contention-profiling``, what blocks the event loop.
 
 Health endpoints answer as Kubernetes components do (``k8s.io/apiserver/pkg/server/healthz``):
 200 ``ok`` when every check passes; otherwise 500 with one ``[+]name ok`` / ``[-]name failed:

@@ -48,6 +48,10 @@ def http_listen(port: int) -> str:
     return f"127.0.0.1:{port}"
 
 
+# The elected components' users (certs.layout's identities): their writes need a fence token.
+FENCED_USERS = ("system:kube-scheduler", "system:kube-controller-manager")
+
+
 def apiserver_extra_args(plan: ClusterPlan, http_port: int | None = None) -> list[str]:
     """What `kse up` adds to `harness.procs.apiserver.ApiServerProcess`'s own flags (it sets the
     listen address, etcd endpoints, prefix, PKI dir and ready file).
@@ -72,6 +76,10 @@ def apiserver_extra_args(plan: ClusterPlan, http_port: int | None = None) -> lis
             "--etcd-cert", str(etcd_client.cert),
             "--etcd-key", str(etcd_client.key),
         ]  # fmt: skip
+    # Safe by default: every replica of an elected component must prove its term on every write
+    # (a standby's or a deposed leader's unfenced write is refused, not just a stale one).
+    for user in FENCED_USERS:
+        args += ["--require-fence-for", user]
     return args + list(plan.apiserver_args)
 
 

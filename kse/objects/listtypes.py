@@ -68,7 +68,7 @@ LISTS: dict[tuple[str, str], ListMeta] = {
     # ports: keyed by (containerPort, protocol) for apply, by containerPort for patches.
     ("kse.v1.Container", "ports"): _by_key("containerPort", "protocol"),
     ("kse.v1.Container", "env"): _by_key("name"),
-    ("kse.v1.Container", "volumeMounts"): _by_key("mountPath"),  # patchMergeKey mountPath, as upstream
+    ("kse.v1.Container", "volumeMounts"): _by_key("mountPath"),  # patchMergeKey mountPath, listMapKey too
     # core/v1 PodSpec
     ("kse.v1.PodSpec", "containers"): _by_key("name"),
     ("kse.v1.PodSpec", "initContainers"): _by_key("name"),

@@ -529,6 +529,14 @@ async def test_kubectl_scale_and_rollout_status_on_the_real_manifests(cluster: C
     await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
     d = await cluster.admin.deployments.get(NS, "nginx-deployment")
     assert d.metadata.annotations["deployment.kubernetes.io/revision"] == "2"
+    # kubectl rollout history / undo read the ReplicaSets' revision annotations.
+    history = await kubectl_async(kc, "rollout", "history", "deployment/nginx-deployment")
+    assert "REVISION" in history.stdout and "2" in history.stdout, history
+    await kubectl_async(kc, "rollout", "undo", "deployment/nginx-deployment")
+    await kubectl_async(kc, "rollout", "status", "deployment/nginx-deployment", "--timeout=90s")
+    d = await cluster.admin.deployments.get(NS, "nginx-deployment")
+    assert d.metadata.annotations["deployment.kubernetes.io/revision"] == "3"
+    assert d.spec.template.spec.containers[0].image == "nginx:1.14.2"
     bad = await kubectl_async(kc, "scale", "deployment/nginx-deployment", "--replicas=-1", check=False)
     assert bad.returncode != 0
 

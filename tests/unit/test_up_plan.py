@@ -95,6 +95,12 @@ def test_apiserver_gets_its_audit_log_and_the_etcd_client_pair_with_etcd_tls(tmp
     assert "--etcd-cert" not in apiserver_extra_args(ClusterPlan(data_dir=tmp_path, etcd_tls=False))
 
 
+def test_the_elected_components_must_fence_every_write_by_default(tmp_path: Path) -> None:
+    args = apiserver_extra_args(ClusterPlan(data_dir=tmp_path))
+    required = [args[i + 1] for i, a in enumerate(args) if a == "--require-fence-for"]
+    assert required == ["system:kube-scheduler", "system:kube-controller-manager"]
+
+
 def test_problems_name_the_bad_field(tmp_path: Path) -> None:
     assert ClusterPlan(data_dir=tmp_path, cert_ttl=30).problems() == []
     (short,) = ClusterPlan(data_dir=tmp_path, cert_ttl=5).problems()
