@@ -13,7 +13,8 @@ Upstream: pkg/controller/podgc/gc_controller.go. Every `pod_gc_period_s` (gcChec
 * **unscheduled terminating**: a pod with a deletionTimestamp and no node is deleted.
 
 Not modelled: the out-of-service taint pass (gcTerminating). Deletes carry the pod's uid as
-precondition and every write the term's fence.
+precondition and grace 0 (a forced delete, as upstream: no kubelet is left to finish a graceful
+one) and every write the term's fence.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ class PodGCController:
                     status=status,
                 )
                 await self.cs.pods.update_status(update, fence=self.ctx.fence())
-            await self.cs.pods.delete(ns, name, uid=uid, fence=self.ctx.fence())
+            # Force (grace 0), as upstream: no kubelet is left to finish a graceful deletion.
+            await self.cs.pods.delete(ns, name, uid=uid, grace_period_seconds=0, fence=self.ctx.fence())
             self.deleted += 1
         except (NotFoundError, ConflictError):
             return  # gone, or changed: the next pass sees the new state

@@ -19,9 +19,9 @@ from controllers.tainteviction import TaintEvictionController
 CONTROLLERS: dict[str, ControllerFactory] = {
     "replicaset": ReplicaSetController,
     "deployment": DeploymentController,
+    "disruption": DisruptionController,
     DaemonSetController.name: DaemonSetController,
     NodeLifecycleController.name: NodeLifecycleController,
     PodGCController.name: PodGCController,
     TaintEvictionController.name: TaintEvictionController,
-    "disruption": DisruptionController,
 }

@@ -11,9 +11,11 @@ Upstream: pkg/controller/tainteviction/taint_eviction.go and timed_workers.go. W
   its time, as upstream's processPodOnNode does).
 * Node updates are handled before pod updates (upstream's worker drains the node channel first).
 * An eviction that fires re-reads the pod, adds the DisruptionTarget condition (reason
-  DeletionByTaintManager) through pods/status, and deletes the pod (uid precondition), retried up
-  to 5 times; a "TaintManagerEviction" event says "Marking for deletion Pod ns/name", and
-  cancelling a scheduled one records "Cancelling deletion of Pod ns/name".
+  DeletionByTaintManager) through pods/status, and deletes the pod (uid precondition; a graceful
+  delete, as upstream's: on an unreachable node the pod stays Terminating until its kubelet
+  returns or the node is deleted and podgc removes it), retried up to 5 times; a
+  "TaintManagerEviction" event says "Marking for deletion Pod ns/name", and cancelling a
+  scheduled one records "Cancelling deletion of Pod ns/name".
 * A fired eviction leaves a marker (timed_workers.go keeps a nil worker) so the same pod is not
   evicted twice while its deletion travels back through the informer.
 

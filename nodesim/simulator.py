@@ -300,11 +300,11 @@ class NodeSimulator:
         self._schedule_periodic()
         self.informer.add_event_handler(self._on_add, self._on_update, self._on_delete)
         tasks.append(tg.create_task(self.informer.run(), name="nodesim-pod-informer"))
+        self.node_informer.add_event_handler(self._on_node, lambda old, new: self._on_node(new), None)
+        tasks.append(tg.create_task(self.node_informer.run(), name="nodesim-node-informer"))
         if self.events_informer is not None:
             self.events_informer.add_event_handler(self._on_event, lambda _old, new: self._on_event(new))
             tasks.append(tg.create_task(self.events_informer.run(), name="nodesim-prepull-events"))
-        self.node_informer.add_event_handler(self._on_node, lambda old, new: self._on_node(new), None)
-        tasks.append(tg.create_task(self.node_informer.run(), name="nodesim-node-informer"))
         tasks.append(tg.create_task(self._flush_loop(), name="nodesim-status-flush"))
         if self.config.stats_interval > 0:
             tasks.append(tg.create_task(self._stats_loop(), name="nodesim-stats"))
@@ -630,8 +630,12 @@ class NodeSimulator:
             # As the kubelet: ErrImageNeverPull until the image turns up (another pod's pull, a
             # pre-pull); the pod stays Pending meanwhile.
             self.stats.pods_waiting_never_pull += 1
-            log.info("pod %s on %s: image %s is not present with pull policy of Never", key, node.name,
-                     ", ".join(plan.never_missing))
+            log.info(
+                "pod %s on %s: image %s is not present with pull policy of Never",
+                key,
+                node.name,
+                ", ".join(plan.never_missing),
+            )
             rec.waiting.update(plan.never_missing)
         node.pods[key] = rec
         if rec.waiting:
@@ -820,7 +824,15 @@ class NodeSimulator:
             self._writes.submit(functools.partial(self._report_stopping, rec))
         self._timers.push(due, functools.partial(self._stop_due, rec, due))
 
+    def _kubelet_down(self, rec: PodRecord) -> bool:
+        """Whether the kubelet of the node `rec`'s pod is bound to is stopped (`stop_kubelet`)."""
+        pod = self.informer.store.get_by(rec.namespace, rec.name)
+        node = self.nodes.get(pod.spec.node_name) if pod is not None else None
+        return node is not None and node.stopped
+
     def _stop_due(self, rec: PodRecord, due: float) -> None:
+        if self._kubelet_down(rec):
+            return  # a stopped kubelet finalises nothing; `start_kubelet` counts the grace again
         if rec.stop_at == due and not rec.finalizing:
             rec.finalizing = True
             self._writes.submit(functools.partial(self._finalize, rec))
@@ -829,7 +841,7 @@ class NodeSimulator:
         """The terminating pod's containers are no longer ready (one status write; best effort:
         a conflict or a pod already gone is left to the final delete)."""
         pod = self.informer.store.get_by(rec.namespace, rec.name)
-        if pod is None or pod.metadata.uid != rec.uid or self._stopping:
+        if pod is None or pod.metadata.uid != rec.uid or self._stopping or self._kubelet_down(rec):
             return
         update = pb.Pod(
             metadata=pb.ObjectMeta(
@@ -902,7 +914,8 @@ class NodeSimulator:
             node.beat_epoch += 1  # a renewal still queued from before the stop is dropped
             self._push_renew(node, asyncio.get_running_loop().time())
             for rec in node.pods.values():
-                rec.finalizing = False
+                if not rec.finalizing:
+                    rec.stop_at = None  # a terminating pod's grace period is counted afresh
             for pod in self.informer.store.list():
                 if pod.spec.node_name == name:
                     self._observe(pod)
