@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 from scheduler.cache.cache import Cache
 from scheduler.queue.scheduling_queue import EVENT_ASSIGNED_POD_DELETE, PriorityQueue
@@ -25,6 +26,8 @@ class CachePreemptionExecutor:
         self.queue = queue
         # Every pod of the bench not deleted, by (namespace, name): the "informer".
         self.pods: dict[tuple[str, str], pb.Pod] = {}
+        self._owner = TaskSet("bench-preemption")
+        # Preparations still running (what the loop waits for when it has nothing to pop).
         self.tasks: set[asyncio.Task[None]] = set()
         self.victims = 0
 
@@ -50,9 +53,13 @@ class CachePreemptionExecutor:
             self.queue.nominator.delete_nominated_pod_if_exists(pod)
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task = self._owner.spawn(coro, name=name)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    async def aclose(self) -> None:
+        """Cancel and await the preparations still running."""
+        await self._owner.aclose()
 
     def activate(self, pods: Sequence[pb.Pod]) -> None:
         self.queue.activate(pods)

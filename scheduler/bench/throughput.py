@@ -261,12 +261,15 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
     for pod in measured:
         loop.add(pod)
     if cfg.workload == "preemption-async":
-        # Enough churn pods for the measured phase at any plausible rate (one per interval).
-        loop.churn = churn_pods("high-priority", max(10, int(cfg.pods / 100)))[::-1]
+        # Enough churn pods for the measured phase at any plausible rate (one per interval:
+        # 10 pods/s of measured throughput or more).
+        loop.churn = churn_pods("high-priority", max(10, cfg.pods // 20))[::-1]
     latencies: list[float] = []
     t0, c0 = time.perf_counter(), time.process_time()
     bound = await loop.drain(cfg.pods, latencies, prefix="pod-")
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if loop.preemption is not None:
+        await loop.preemption.aclose()
     lat = np.array(latencies) * 1000.0 if latencies else np.zeros(1)
     return {
         "mode": "in-process",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -404,7 +405,10 @@ def normalized(result: tuple[int, str, str]) -> tuple[int, str, list[str]]:
     for line in err.replace("cannot delete cannot delete", "cannot delete").splitlines():
         head, sep, rest = line.partition(" due to error: [")
         if sep:  # the aggregate, in map order
-            line = head + sep + ", ".join(sorted(rest.split(", cannot")))
+            inner, _, tail = rest.partition("], ")
+            line = head + sep + ", ".join(sorted(re.split(r", (?=cannot delete )", inner))) + "], " + tail
+        elif line.startswith("Warning: "):  # the warnings, in map order
+            line = "Warning: " + "; ".join(sorted(line.removeprefix("Warning: ").split("; ")))
         lines.append(line)
     return rc, out, sorted(lines)
 

@@ -276,6 +276,8 @@ def filter_pods_with_pdb_violation(
     """Upstream filterPodsWithPDBViolation: (violating, non-violating), order kept. Each matching
     budget's disruptionsAllowed is spent pod by pod; a pod already in a budget's disruptedPods
     does not spend it again. An invalid or empty selector matches nothing."""
+    if not pdbs:
+        return [], list(pod_infos)
     allowed = [pdb.status.disruptions_allowed for pdb in pdbs]
     selectors: list[Any] = []
     for pdb in pdbs:
