@@ -25,6 +25,9 @@ resolves its target when it fires, acts, and appends `FaultRecord`s (chaos.histo
                 after `duration` s if given
     rotate-ca   (target all) add, switch, remove, `duration` s apart; etcd members restarted one at a
                 time after add and after remove (see `_rotate_ca`)
+    node-upgrade (target nodes) batches cordoned, drained, their kubelets restarted upgraded through
+                the backend's `set_kubelets`, uncordoned (`chaos.node_upgrade`); a window
+                "node_upgrade" with its cordon / uncordon records (detail "revision", "part_of")
 
 Records: `kill` / `terminate` / `restart` are instants (an API server brought back at once also gets
 a `restart` record with detail "after" once it is ready again, which ends its outage); `stop`,

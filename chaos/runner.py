@@ -10,7 +10,8 @@ A fresh run, under a temp dir:
    reading a clock-skew file when the scenario skews clocks (`ClusterPlan.replica_args`);
 2. run an unfiltered pods informer whose deliveries a `WatchRecorder` writes to `watch-chaos.jsonl`
    (the `watch_integrity` invariant judges them against the audit log);
-3. wait for a first leader, then t=0: every fault of the schedule is injected at its time by the
+3. wait for a first leader, create the scenario's `cluster.deployments` and their budgets and wait
+   until every replica is available (`chaos.upgrade_workload`), then t=0: every fault of the schedule is injected at its time by the
    nemesis (`chaos.nemesis`, through a `chaos.local_backend.LocalBackend`; one task each, so a pause
    may overlap the next fault); beside them the scenario's rounds run in order, each step (a fault,
    or a wait of `chaos.waits`: a stable leader, a new leader and its binds, a faulted replica back)
