@@ -14,8 +14,9 @@ A fresh run, under a temp dir:
    until every replica is available (`chaos.upgrade_workload`), then t=0: every fault of the
    schedule is injected at its time by the nemesis (`chaos.nemesis`, through a
    `chaos.local_backend.LocalBackend`; one task each, so a pause may overlap the next fault);
-   beside them the scenario's rounds run in order, each step (a fault, or a wait of `chaos.waits`: a stable leader, a new leader and its binds, a faulted replica back)
-   once the one before it is through;
+   beside them the scenario's rounds run in order, each step (a fault, or a wait of `chaos.waits`:
+   a stable leader, a new leader and its binds, a faulted replica back) once the one before it is
+   through;
 4. at t=`duration` (and once every fault has finished): stop the workload, let the leader bind what
    is pending, snapshot pods and nodes (`final.json`), stop the cluster;
 5. load the `History` (the audit log, the run's faults / watch deliveries / snapshot, the clients'
