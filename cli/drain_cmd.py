@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from cli.resource_io import CommandError, Out, run
 from kse.client.clientset import Clientset
-from kse.durations import DurationError, non_negative_duration, parse_seconds
+from kse.durations import DurationError, DurationFlag, non_negative_duration, parse_seconds
 from kse.objects.labels import SelectorError, parse_selector
 from kse.objects.timeutil import to_epoch
 
@@ -56,7 +56,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--request-timeout",
-        type=non_negative_duration,
+        action=DurationFlag,
         default=30.0,
         metavar="SECONDS",
         help="time limit for each request (default 30)",
@@ -110,7 +110,7 @@ def register(subparsers: SubParsers) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=_duration,
+        action=DurationFlag,
         default=0.0,
         metavar="DURATION",
         help="give up after this long (e.g. 30s, 5m); 0: never (default)",

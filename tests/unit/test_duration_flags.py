@@ -17,6 +17,8 @@ NOT_DURATIONS = {
     ("kse scheduler", "--clock-skew"),  # OFFSET[,RATE]: its offset goes through kse.durations too
     ("kse scheduler", "--clock-skew-file"),
     ("kse delete", "--grace-period"),  # kubectl's integer seconds, where -1 means "the pod's own"
+    ("kse drain", "--grace-period"),  # the same, as kubectl drain's
+    ("kse drain", "--skip-wait-for-delete-timeout"),  # kubectl drain's integer seconds
 }
 # Flags not yet on the convention (empty: every command is).
 PENDING: set[tuple[str, str]] = set()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -390,6 +391,7 @@ def pick_one_node_for_preemption(
         return ""
     candidates = list(nodes_to_victims)
     if not score_funcs:
+        now = time.time()  # victims not started yet count as starting now, all at the same now
 
         def fewest_pdb_violations(node: str) -> int:
             return -nodes_to_victims[node].num_pdb_violations
@@ -404,7 +406,7 @@ def pick_one_node_for_preemption(
             return -len(nodes_to_victims[node].victims)
 
         def latest_start_time(node: str) -> int:
-            t = earliest_pod_start_time(nodes_to_victims[node].victims)
+            t = earliest_pod_start_time(nodes_to_victims[node].victims, now)
             if t is None:
                 return MIN_INT64
             return int(t * 1e9)
