@@ -17,6 +17,7 @@ import pytest
 
 from certs.layout import PKI
 from kse.client.clientset import Clientset
+from kse.client.errors import NotFoundError
 from kse.scrape import parse_exposition
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer
@@ -93,7 +94,18 @@ async def test_a_high_priority_pod_preempts_the_lowest_priority_pods_of_one_node
                     (ev.object.metadata.name, ev.type, target is not None and target.status == "True")
                 )
 
+    # The nodes have no kubelet: this plays its part for a graceful delete (the victims are
+    # deleted with their own grace period, so they are Terminating until their kubelet is done).
+    async def kubelet() -> None:
+        async with cs.pods.watch(NS, resource_version=start_rv) as stream:
+            async for ev in stream:
+                p = ev.object
+                if ev.type == "MODIFIED" and p is not None and p.metadata.deletion_timestamp:
+                    with contextlib.suppress(NotFoundError):
+                        await cs.pods.delete(NS, p.metadata.name, grace_period_seconds=0)
+
     watcher = asyncio.create_task(watch_victims())
+    kubelet_task = asyncio.create_task(kubelet())
     sched = await start_scheduler(apiserver, pki, tmp_path)
     try:
         await eventually(lambda: sched.http_get("/readyz"), lambda r: r[0] == 200, 30, "/readyz")
@@ -156,9 +168,10 @@ async def test_a_high_priority_pod_preempts_the_lowest_priority_pods_of_one_node
             "never",
         }
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        for task in (watcher, kubelet_task):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         rc = await sched.stop()
     log = sched.log()
     assert rc == 0, log[-4000:]
