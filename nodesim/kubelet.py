@@ -188,12 +188,8 @@ class SimNode:
         beat = format_time(now)
         since = format_time(self.registered_at or now)
         rows = (
-            (
-                "MemoryPressure",
-                "False",
-                "KubeletHasSufficientMemory",
-                "kubelet has sufficient memory available",
-            ),
+            ("MemoryPressure", "False", "KubeletHasSufficientMemory",
+             "kubelet has sufficient memory available"),
             ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
             ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),

@@ -363,13 +363,8 @@ class NodeSimulator:
             except ApiError as e:
                 failures += 1
                 delay = min(REGISTER_RETRY_MAX_S, RENEW_RETRY_INITIAL_S * 2**failures)
-                log.warning(
-                    "registering node %s failed (%s: %s); retrying in %.1fs",
-                    node.name,
-                    e.code_name,
-                    e.message,
-                    delay,
-                )
+                log.warning("registering node %s failed (%s: %s); retrying in %.1fs",
+                            node.name, e.code_name, e.message, delay)
                 await asyncio.sleep(delay)
 
     async def _try_register(self, node: SimNode) -> None:
@@ -444,13 +439,8 @@ class NodeSimulator:
             self.stats.lease_failures += 1
             delay = min(RENEW_RETRY_MAX_S, RENEW_RETRY_INITIAL_S * 2 ** (node.heartbeat_failures - 1))
             self._note_forbidden(e)
-            log.info(
-                "lease renewal of %s failed (%s: %s); retrying in %.1fs",
-                node.name,
-                e.code_name,
-                e.message,
-                delay,
-            )
+            log.info("lease renewal of %s failed (%s: %s); retrying in %.1fs",
+                     node.name, e.code_name, e.message, delay)
             self._push_renew(node, loop.time() + delay)
             return
         now = loop.time()
@@ -630,12 +620,8 @@ class NodeSimulator:
             # As the kubelet: ErrImageNeverPull until the image turns up (another pod's pull, a
             # pre-pull); the pod stays Pending meanwhile.
             self.stats.pods_waiting_never_pull += 1
-            log.info(
-                "pod %s on %s: image %s is not present with pull policy of Never",
-                key,
-                node.name,
-                ", ".join(plan.never_missing),
-            )
+            log.info("pod %s on %s: image %s is not present with pull policy of Never", key, node.name,
+                     ", ".join(plan.never_missing))
             rec.waiting.update(plan.never_missing)
         node.pods[key] = rec
         if rec.waiting:
@@ -738,12 +724,8 @@ class NodeSimulator:
         else:
             ip = rec.ip or node.ipam.allocate() or ""
             if not ip:
-                log.warning(
-                    "node %s has no free pod IP in %s for %s; retrying",
-                    node.name,
-                    node.spec.pod_cidr,
-                    rec.key,
-                )
+                log.warning("node %s has no free pod IP in %s for %s; retrying", node.name,
+                            node.spec.pod_cidr, rec.key)
                 self._timers.push(loop.time() + IP_RETRY_S, functools.partial(self._start_due, node, rec))
                 return
             rec.ip = ip
@@ -774,14 +756,8 @@ class NodeSimulator:
                 return
             except ApiError as e:
                 self._note_forbidden(e)
-                log.info(
-                    "starting pod %s on %s failed (%s: %s); attempt %d",
-                    rec.key,
-                    node.name,
-                    e.code_name,
-                    e.message,
-                    attempt + 1,
-                )
+                log.info("starting pod %s on %s failed (%s: %s); attempt %d", rec.key, node.name,
+                         e.code_name, e.message, attempt + 1)
                 await asyncio.sleep(min(RENEW_RETRY_MAX_S, RENEW_RETRY_INITIAL_S * 2**attempt))
                 latest = self.informer.store.get_by(rec.namespace, rec.name)
                 if latest is None or latest.metadata.uid != rec.uid:
@@ -912,6 +888,7 @@ class NodeSimulator:
         self._submit_status(node)
         if was_stopped:
             node.beat_epoch += 1  # a renewal still queued from before the stop is dropped
+
             self._push_renew(node, asyncio.get_running_loop().time())
             for rec in node.pods.values():
                 if not rec.finalizing:
@@ -992,15 +969,9 @@ class NodeSimulator:
             log.info(
                 "nodes=%d leases/s=%.1f lease_failures=%d max_lateness=%.3fs status_writes=%d "
                 "pods=%s started=%d backlog=heartbeats:%d,writes:%d",
-                s.nodes_registered,
-                (s.lease_renewals - last) / interval,
-                s.lease_failures,
-                s.lease_lateness_max_s,
-                s.node_status_writes,
-                self.pod_counts(),
-                s.pods_started,
-                self._beats.backlog,
-                self._writes.backlog,
+                s.nodes_registered, (s.lease_renewals - last) / interval, s.lease_failures,
+                s.lease_lateness_max_s, s.node_status_writes, self.pod_counts(), s.pods_started,
+                self._beats.backlog, self._writes.backlog,
             )
             last = s.lease_renewals
             s.lease_lateness_max_s = 0.0

@@ -309,9 +309,8 @@ class Workload:
                         async with asyncio.timeout(self.config.drain_timeout):
                             await self._wait_drained()
                     except TimeoutError:
-                        log.warning(
-                            "%d pods not deleted after %.0fs", len(self._created), self.config.drain_timeout
-                        )
+                        log.warning("%d pods not deleted after %.0fs", len(self._created),
+                                    self.config.drain_timeout)
             finally:
                 timers.cancel()
                 await self._finish_deletes()
@@ -444,3 +443,4 @@ class Workload:
 
 def failed_total(summary: WorkloadSummary) -> int:
     return sum(summary.failed.values())
+
