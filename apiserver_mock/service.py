@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
+from google.protobuf.message import DecodeError, Message
 
 from apiserver_mock.audit import WRITE_METHODS, AuditLog, record_for
 from apiserver_mock.auth.authn import Authenticator
@@ -44,6 +46,33 @@ Verb = Callable[[Identity, Any], Coroutine[Any, Any, tuple[bytes, int]]]
 
 def _passthrough(response: bytes | Any) -> bytes:
     return response if isinstance(response, bytes) else response.SerializeToString()  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """A request body that is not a serialized `message` (truncated, corrupt, bad UTF-8 in a
+    string field). gRPC's own deserializer would answer UNKNOWN "Unexpected DecodeError" from
+    outside the handler; decoding here lets the handler answer INVALID_ARGUMENT, as
+    kube-apiserver answers a body it cannot decode with 400 BadRequest."""
+
+    message: str
+    error: str
+
+    def status(self) -> tuple[grpc.StatusCode, str]:
+        return grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {self.message}: {self.error}"
+
+
+def decoder(message: type[Message]) -> Callable[[bytes], Any]:
+    """A request deserializer that returns `Undecodable` instead of raising."""
+    name = message.DESCRIPTOR.full_name
+
+    def decode(data: bytes) -> Any:
+        try:
+            return message.FromString(data)
+        except (DecodeError, RecursionError) as e:
+            return Undecodable(name, str(e) or type(e).__name__)
+
+    return decode
 
 
 def error_status(e: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
@@ -139,14 +168,14 @@ class ResourcesService:
 
     def handlers(self) -> grpc.GenericRpcHandler:
         deserializers: dict[str, Callable[[bytes], Any]] = {
-            "Get": pb.GetRequest.FromString,
-            "List": pb.ListRequest.FromString,
-            "Create": pb.WriteRequest.FromString,
-            "Update": pb.WriteRequest.FromString,
-            "UpdateStatus": pb.WriteRequest.FromString,
-            "Delete": pb.DeleteRequest.FromString,
-            "Bind": pb.BindRequest.FromString,
-            "Evict": pb.EvictRequest.FromString,
+            "Get": decoder(pb.GetRequest),
+            "List": decoder(pb.ListRequest),
+            "Create": decoder(pb.WriteRequest),
+            "Update": decoder(pb.WriteRequest),
+            "UpdateStatus": decoder(pb.WriteRequest),
+            "Delete": decoder(pb.DeleteRequest),
+            "Bind": decoder(pb.BindRequest),
+            "Evict": decoder(pb.EvictRequest),
         }
         methods: dict[str, grpc.RpcMethodHandler] = {
             name: grpc.unary_unary_rpc_method_handler(
@@ -155,7 +184,7 @@ class ResourcesService:
             for name, deser in deserializers.items()
         }
         methods["Watch"] = grpc.unary_stream_rpc_method_handler(
-            self.watch, request_deserializer=pb.WatchRequest.FromString, response_serializer=_passthrough
+            self.watch, request_deserializer=decoder(pb.WatchRequest), response_serializer=_passthrough
         )
         return grpc.method_handlers_generic_handler(SERVICE, methods)
 
@@ -231,6 +260,8 @@ class ResourcesService:
         call = self.call
 
         async def handler(request: Any, context: Context) -> bytes:
+            if isinstance(request, Undecodable):
+                await context.abort(*request.status())
             try:
                 try:
                     ident = authn.identify(context)
@@ -252,10 +283,13 @@ class ResourcesService:
         handler.__name__ = name
         return handler
 
-    async def watch(self, request: pb.WatchRequest, context: Context) -> None:
+    async def watch(self, request: pb.WatchRequest | Undecodable, context: Context) -> None:
         """Stream the watcher's batches with `context.write` (not a generator), so that a write the
         client does not take within `send_timeout` (its flow-control window stays full) ends the
         stream with RESOURCE_EXHAUSTED instead of holding it open for ever."""
+        if isinstance(request, Undecodable):
+            await context.abort(*request.status())
+            return
         try:
             if not self.ready.is_set():
                 await self.ready.wait()

@@ -31,6 +31,7 @@ def own_commands() -> tuple[ModuleType, ...]:
         drain_cmd,
         etcd_cmd,
         etcd_member_cmd,
+        fuzz_cmd,
         kubeconfig_cmd,
         resources_cmd,
         up_cmd,
@@ -39,7 +40,7 @@ def own_commands() -> tuple[ModuleType, ...]:
 
     return (
         certs_cmd, etcd_cmd, resources_cmd, bench_cmd, whatif_cmd, up_cmd, datadir_cmd, etcd_member_cmd,
-        kubeconfig_cmd, drain_cmd,
+        kubeconfig_cmd, drain_cmd, fuzz_cmd,
     )  # fmt: skip
 
 

@@ -346,9 +346,10 @@ class Handlers:
             return await self._server_side_apply(request, ident, t, body)
         apply_fn = _patcher(content_type, t.kind)
         patch_doc = codec.decode_json(body)
-        pinned = isinstance(patch_doc, dict) and bool(
-            (patch_doc.get("metadata") or {}).get("resourceVersion")
-        )
+        # A patch pins a resourceVersion only through an object-shaped metadata; any other shape
+        # (a list, a string) is the patch function's to refuse, with a 4xx naming it.
+        patch_meta = patch_doc.get("metadata") if isinstance(patch_doc, dict) else None
+        pinned = isinstance(patch_meta, dict) and bool(patch_meta.get("resourceVersion"))
         mode = codec.field_validation(request.query.get("fieldValidation", ""))
         for attempt in range(PATCH_ATTEMPTS):
             current, _ = await self._read(ident, t)
@@ -481,6 +482,8 @@ def _check_delete_options(opts: dict[str, Any]) -> None:
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
         raise BadRequest("gracePeriodSeconds: Invalid value: must be an integer")
+    if grace is not None and not -(2**63) <= grace <= params.INT64_MAX:  # DeleteOptions' *int64
+        raise BadRequest(f"gracePeriodSeconds: Invalid value: {grace}: out of range (int64)")
     params.propagation_policy(str(opts.get("propagationPolicy") or ""))
     pre = opts.get("preconditions") or {}
     if not isinstance(pre, dict):

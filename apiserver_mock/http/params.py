@@ -22,7 +22,13 @@ def flag(query: Mapping[str, str], name: str) -> bool:
     raise BadRequest(f'{name}: Invalid value: "{value}": must be a boolean')
 
 
+INT64_MAX = 2**63 - 1
+
+
 def integer(query: Mapping[str, str], name: str, default: int = 0, *, minimum: int = 0) -> int:
+    """An int64 query parameter (as Go's strconv.ParseInt(value, 10, 64) reads it for
+    kube-apiserver's parameter codec): anything past int64 is a 400 naming the parameter, not a
+    number that no protobuf int64 field can hold."""
     value = query.get(name, "")
     if value == "":
         return default
@@ -32,6 +38,8 @@ def integer(query: Mapping[str, str], name: str, default: int = 0, *, minimum: i
         raise BadRequest(f'{name}: Invalid value: "{value}": must be an integer') from None
     if n < minimum:
         raise BadRequest(f"{name}: Invalid value: {n}: must be greater than or equal to {minimum}")
+    if n > INT64_MAX:
+        raise BadRequest(f'{name}: Invalid value: "{value}": value out of range (int64)')
     return n
 
 
@@ -105,4 +113,8 @@ def fence_token(header: str | None) -> pb.FenceToken | None:
         raise BadRequest(
             f'{FENCE_HEADER}: Invalid value: "{header}": leaseTransitions must be an integer'
         ) from None
+    if not -(2**31) <= count < 2**31:  # Lease.spec.leaseTransitions is an int32
+        raise BadRequest(
+            f'{FENCE_HEADER}: Invalid value: "{header}": leaseTransitions is out of range (int32)'
+        )
     return pb.FenceToken(lease_namespace=ns, lease_name=name, holder_identity=holder, lease_transitions=count)

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
 from apiserver_mock.http import discovery, openapi, openapi_pb, params, routes
@@ -27,7 +28,14 @@ from apiserver_mock.http.codec import BadRequest
 from apiserver_mock.http.handlers import OBJECT_NAME, Handlers, Reply
 from apiserver_mock.http.routes import Target
 from apiserver_mock.http.scale import ScaleHandlers
-from apiserver_mock.http.status import EntityTooLarge, MethodNotAllowed, Subject, TooManyRequests, http_error
+from apiserver_mock.http.status import (
+    EntityTooLarge,
+    MethodNotAllowed,
+    Subject,
+    TooManyRequests,
+    http_error,
+    status_body,
+)
 from apiserver_mock.http.tls import ReloadingContext
 from apiserver_mock.service import ResourcesService
 from certs.identity import Identity
@@ -37,6 +45,25 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's request body limit (3 MiB)
 HEALTH_PATHS = ("/healthz", "/livez", "/readyz")
+
+
+# Reasons of the statuses aiohttp itself may answer before `dispatch` runs (a CONNECT request, whose
+# target aiohttp reads as host:port, matches no route), as kube-apiserver's Status would spell them.
+_AIOHTTP_REASONS = {404: "NotFound", 405: "MethodNotAllowed", 413: "RequestEntityTooLarge"}
+
+
+@web.middleware
+async def status_pages(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own error pages (text/plain "404: Not Found") as a metav1.Status, so that every
+    error of this door is one a Kubernetes client can read."""
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        reason = _AIOHTTP_REASONS.get(e.status, "BadRequest" if e.status < 500 else "InternalError")
+        message = f"{e.reason}: {request.method} {request.path_qs}"
+        return Reply(status_body(e.status, reason, message), e.status).response()
 
 
 class HTTPFrontDoor:
@@ -69,7 +96,7 @@ class HTTPFrontDoor:
         return f"{host}:{self.port}"
 
     async def __aenter__(self) -> HTTPFrontDoor:
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[status_pages])
         app.router.add_route("*", "/{tail:.*}", self.dispatch)
         # handler_cancellation: a client that goes away cancels its handler, so an idle watch
         # is removed from the cache at once instead of at its next write.

@@ -61,13 +61,21 @@ class Current:
         return cls(kv.value, kv.mod_revision, kind.message.FromString(kv.value))
 
 
+ETCD_MAX_REVISION = 2**63 - 1  # etcd revisions are int64
+
+
 def parse_rv(text: str, what: str = "resourceVersion") -> int:
-    try:
-        rv = int(text)
-    except ValueError:
-        raise Invalid(f'invalid {what} "{text}": must be a decimal etcd revision') from None
-    if rv < 0:
+    """A resourceVersion as an etcd revision. Strict as the etcd3 storage's versioner
+    (k8s.io/apiserver/pkg/storage/etcd3 ParseResourceVersion: strconv.ParseUint): ASCII digits
+    only (Python's int() would take " 3", "+3", "1_0"), and within etcd's int64 revisions, so
+    nothing out of range reaches an etcd request."""
+    if text.startswith("-") and text[1:].isdigit() and text[1:].isascii():
         raise Invalid(f'invalid {what} "{text}": must not be negative')
+    if not (text.isdigit() and text.isascii()):
+        raise Invalid(f'invalid {what} "{text}": must be a decimal etcd revision')
+    rv = int(text)
+    if rv > ETCD_MAX_REVISION:
+        raise Invalid(f'invalid {what} "{text}": out of range (etcd revisions are int64)')
     return rv
 
 

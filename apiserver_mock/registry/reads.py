@@ -17,7 +17,7 @@ import binascii
 
 from apiserver_mock import errors, wire
 from apiserver_mock.errors import Gone, Invalid, Unavailable
-from apiserver_mock.registry.generic import Registry, parse_rv
+from apiserver_mock.registry.generic import ETCD_MAX_REVISION, Registry, parse_rv
 from apiserver_mock.watchcache.cache import WatchCache
 from apiserver_mock.watchcache.model import CachedObject, Filter, make_filter
 from apiserver_mock.watchcache.ring import TooOld
@@ -52,7 +52,7 @@ def decode_continue(token: str) -> tuple[int, bytes]:
         rev = int(rev_text)
     except (binascii.Error, ValueError):
         raise Invalid(f'continue key is not valid: "{token}"') from None
-    if rev <= 0 or not suffix:
+    if rev <= 0 or rev > ETCD_MAX_REVISION or not suffix:
         raise Invalid(f'continue key is not valid: "{token}"')
     return rev, suffix
 

@@ -14,7 +14,7 @@ from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.validation.meta import validate_label_selector, validate_labels
 from apiserver_mock.validation.pod import validate_pod_spec
 from kse.objects.intstr import IntOrStringError, int_or_string, parse_percent
-from kse.objects.labels import label_selector_as_selector
+from kse.objects.labels import SelectorError, label_selector_as_selector
 from proto import kse_pb2 as pb
 
 DEPLOYMENT_STRATEGIES = ("Recreate", "RollingUpdate")
@@ -67,9 +67,14 @@ def _selector_and_template(
         errs.invalid(f"{path}.selector", "{}", "empty selector is invalid for deployment")
     else:
         validate_label_selector(errs, selector, f"{path}.selector")
-        sel = label_selector_as_selector(selector)
         labels = dict(template.metadata.labels)
-        if not sel.matches(labels):
+        # As upstream (apps/validation.ValidateReplicaSetSpec): the template is matched only when
+        # the selector converts; a selector that does not was reported by the line above.
+        try:
+            sel = label_selector_as_selector(selector)
+        except SelectorError:
+            sel = None
+        if sel is not None and not sel.matches(labels):
             errs.invalid(
                 f"{path}.template.metadata.labels", labels, "`selector` does not match template `labels`"
             )

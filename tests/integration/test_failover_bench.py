@@ -149,9 +149,10 @@ def test_failover_bench_zombie_proves_fencing_both_ways(
 ) -> None:
     """A zombie leader's binds land after its successor took the lease: with fencing they are
     rejected (and none accepted); without it some are accepted, the run says so and exits 3."""
-    code = failover_bench.main(
-        ["--trials", "1", "--fault", "zombie", "--fencing", fencing, *SHORT, "--rate", "20"]
-    )
+    # A longer renew window than SHORT's (3 s at 40 pods/s): enough binds in flight to land late
+    # even on a loaded machine.
+    zombie = ["--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "1", "--rate", "40"]
+    code = failover_bench.main(["--trials", "1", "--fault", "zombie", "--fencing", fencing, *SHORT, *zombie])
     out, err = capsys.readouterr()
     result = json.loads(out.strip().splitlines()[-1])
     print(err[-3000:])

@@ -1,0 +1,1 @@
+"""A seeded structured fuzzer of the API server: `kse fuzz apiserver` (runner.py)."""
