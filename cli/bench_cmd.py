@@ -181,12 +181,19 @@ def _add_drain(sub: SubParsers) -> None:
     register(sub)
 
 
+def _add_scheduler_perf(sub: SubParsers) -> None:
+    from cli.bench_scheduler_perf import register
+
+    register(sub)
+
+
 BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_apiserver,
     _add_throughput,
     _add_failover,
     _add_image_locality,
     _add_drain,
+    _add_scheduler_perf,
 )
 
 

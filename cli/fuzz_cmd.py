@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from kse.flags.argtypes import positive_float, positive_int
+from kse.durations import DurationFlag, positive_duration
+from kse.flags.argtypes import positive_int
 from kse.objects.kinds import Kind
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def register(subparsers: SubParsers) -> None:
     )
     p.add_argument(
         "--deadline",
-        type=positive_float,
+        action=DurationFlag,
+        convert=positive_duration,
         default=20.0,
         metavar="S",
         help="per-request deadline in seconds (default 20)",

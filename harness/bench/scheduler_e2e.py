@@ -38,6 +38,8 @@ from harness.bench.common import CpuMeter, percentile, progress, work_dir
 from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import start_cluster
 from harness.procs.launcher import Launcher, ManagedProcess, python_argv, ready_file_json
+from harness.procs.proctable import peak_rss_mib
+from kse.benchsweep import report
 from kse.client.channel import secure_channel
 from kse.client.clientset import Clientset, ResourceClient
 from kse.client.informer import Informer
@@ -228,6 +230,11 @@ async def run(cfg: E2EConfig) -> dict[str, Any]:
                         result = await _measure(
                             cfg, cs, sched, watcher, api, cluster.members[0].pid, make_pods
                         )
+                        # peak resident set of each process over the whole run (VmHWM), read
+                        # while they are alive: what a --nodes sweep plots
+                        result["rss_mib"] = peak_rss_mib(sched.pid)
+                        result["apiserver_rss_mib"] = peak_rss_mib(api.pid)
+                        result["etcd_rss_mib"] = peak_rss_mib(cluster.members[0].pid)
                     finally:
                         watch_task.cancel()
             result["work_dir"] = str(root) if cfg.keep else None
@@ -397,9 +404,13 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
 
 
 def run_e2e(args: argparse.Namespace) -> int:
-    """The `--e2e` entry point for `kse bench throughput` (its parsed arguments)."""
+    """The `--e2e` entry point for `kse bench throughput` (its parsed arguments). A list of node
+    counts runs one cluster per point and reports them as a sweep (kse.benchsweep)."""
+    nodes = args.nodes if isinstance(args.nodes, list) else [args.nodes]
+    if len(nodes) > 1:
+        return _run_e2e_sweep(args, nodes)
     cfg = E2EConfig(
-        nodes=args.nodes,
+        nodes=nodes[0],
         init_pods=args.init_pods,
         pods=args.pods,
         keep=bool(getattr(args, "keep", False)),
@@ -416,6 +427,31 @@ def run_e2e(args: argparse.Namespace) -> int:
         print(f"kse bench throughput --e2e: {e}", file=sys.stderr)
         return 1
     print_report(result, bool(getattr(args, "json", False)))
+    return 0
+
+
+def _run_e2e_sweep(args: argparse.Namespace, nodes: list[int]) -> int:
+    points = []
+    for n in nodes:
+        cfg = E2EConfig(
+            nodes=n,
+            init_pods=args.init_pods,
+            pods=args.pods,
+            keep=bool(getattr(args, "keep", False)),
+            fsync=not getattr(args, "no_fsync", False),
+        )
+        progress(f"e2e sweep: {n} nodes, {cfg.init_pods} init pods, {cfg.pods} measured pods")
+        try:
+            points.append(asyncio.run(run(cfg)))
+        except KeyboardInterrupt:
+            print("kse bench throughput: interrupted", file=sys.stderr)
+            return 130
+        except RuntimeError as e:
+            print(f"kse bench throughput --e2e: {n} nodes: {e}", file=sys.stderr)
+            return 1
+    png = getattr(args, "png", "kse-throughput-nodes.png")
+    report(points, THROUGHPUT_JSON_KEYS, bool(getattr(args, "json", False)), png,
+           f"kse bench throughput --e2e, {args.pods} pods")  # fmt: skip
     return 0
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "cmdline",
     "group_has_live_members",
     "live_pids",
+    "peak_rss_mib",
     "pid_alive",
     "process_cpu_seconds",
     "schedstat",
@@ -123,6 +124,19 @@ def group_has_live_members(pgid: int) -> bool:
             if fields[0] not in _GONE_STATES:
                 return True
     return False
+
+
+def peak_rss_mib(pid: int | None) -> float | None:
+    """The peak resident set (VmHWM) of a live process, in MiB; None if unreadable."""
+    if pid is None:
+        return None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def process_cpu_seconds(pid: int) -> float | None:

@@ -29,7 +29,14 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
         "in-process: the real scheduling queue and framework over an in-memory cache, binds "
         "written to the cache only. --e2e runs the scheduler process against the API server.",
     )
-    p.add_argument("--nodes", type=_positive, default=DEFAULT_NODES, metavar="N", help="nodes (default 5000)")
+    p.add_argument(
+        "--nodes",
+        type=node_list,
+        default=[DEFAULT_NODES],
+        metavar="N[,N...]",
+        help="nodes (default 5000); a comma-separated list runs one point per value, each in a fresh "
+        "process, and reports pods/s and peak RSS per point with a PNG curve (--png)",
+    )
     p.add_argument(
         "--init-pods",
         type=_count,
@@ -64,9 +71,27 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")
-    p.add_argument("--json", action="store_true", help="print one JSON object on stdout instead of a table")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object on stdout instead of a table (a list of them for a --nodes list)",
+    )
+    p.add_argument(
+        "--png",
+        default="kse-throughput-nodes.png",
+        metavar="FILE",
+        help="with a --nodes list: where to write the curve (default kse-throughput-nodes.png)",
+    )
     p.set_defaults(func=_run_throughput)
     return p
+
+
+def node_list(text: str) -> list[int]:
+    """`5000` or `500,1000,5000,15000`: positive node counts, in the order given."""
+    items = [t.strip() for t in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"invalid node list {text!r}: want N or N,N,...")
+    return [_positive(t) for t in items]
 
 
 def _run_throughput(args: argparse.Namespace) -> int:

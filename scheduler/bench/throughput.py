@@ -328,14 +328,19 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    nodes = args.nodes if isinstance(args.nodes, list) else [args.nodes]
     cfg = Config(
-        nodes=args.nodes,
+        nodes=nodes[0],
         init_pods=args.init_pods,
         pods=args.pods,
         seed=args.seed,
         batch=not args.scalar,
         workload=getattr(args, "workload", "basic"),
     )
+    if len(nodes) > 1:
+        from scheduler.bench.sweep import main_sweep
+
+        return main_sweep(cfg, nodes, args.json, getattr(args, "png", "kse-throughput-nodes.png"))
     print(
         f"kse bench throughput: {cfg.workload}, {cfg.nodes} nodes, {cfg.init_pods} init pods, "
         f"{cfg.pods} measured pods ...",

@@ -101,3 +101,12 @@ async def test_a_process_name_with_parentheses_and_spaces(oddly_named: subproces
     await truthy(lambda: b") Z 1 (" in Path(f"/proc/{pid}/stat").read_bytes(), 5, "the new name")
     assert pt.pid_alive(pid) and pt.start_time(pid) == pt.start_time(pid) is not None
     assert pt.all_threads_stopped(pid) is False
+
+
+def test_peak_rss_mib() -> None:
+    from harness.procs.proctable import peak_rss_mib
+
+    mine = peak_rss_mib(os.getpid())
+    assert mine is not None and mine > 1.0
+    assert peak_rss_mib(None) is None
+    assert peak_rss_mib(2**22 + 12345) is None  # above pid_max: never a live process
