@@ -30,7 +30,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,12 +55,28 @@ __all__ = [
     "AttachedLocalBackend",
     "LocalBackend",
     "clock_skew_path",
+    "kubelet_control_path",
     "natural_key",
     "write_clock_skew",
+    "write_kubelet_control",
 ]
 
 CLUSTER_FILE = CLUSTER_FILE_NAME  # in <data_dir>/run/, written by `kse up` (harness.clusterfile)
 CLOCK_SKEW_FLAG = "--clock-skew-file"
+
+
+KUBELET_CONTROL_FLAG = "--control-file"
+
+
+def kubelet_control_path(run_dir: Path) -> Path:
+    """nodesim's `--control-file` in a chaos run that stops and starts kubelets."""
+    return run_dir / "nodesim-control.json"
+
+
+def write_kubelet_control(path: Path, stopped: Collection[str], versions: Mapping[str, str]) -> None:
+    """nodesim's control file (`nodesim.simulator.KubeletControl`), written atomically."""
+    doc = {"stopped": sorted(stopped), "kubeletVersions": dict(sorted(versions.items()))}
+    write_atomic(path, json.dumps(doc))
 
 
 def clock_skew_path(run_dir: Path, replica: str) -> Path:
@@ -280,6 +296,14 @@ class LocalBackend:
         if self._replica(replica) is None:
             raise BackendError(f"no replica {replica!r}; have: {', '.join(await self.replicas())}")
         write_clock_skew(clock_skew_path(self.run_dir, replica), offset_s, rate)
+
+    async def set_kubelets(self, stopped: Collection[str], versions: Mapping[str, str]) -> None:
+        """Stop the kubelets of `stopped` and start the others (with `versions` as their
+        kubeletVersion): nodesim's control file rewritten, then SIGHUP (it re-reads it)."""
+        proc = self._process("nodesim")
+        path = kubelet_control_path(self.cluster.plan.run_dir)
+        await asyncio.to_thread(write_kubelet_control, path, stopped, versions)
+        proc.send_signal(signal.SIGHUP)
 
     async def aclose(self) -> None:
         """Nothing to release: the cluster belongs to whoever started it."""

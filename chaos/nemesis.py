@@ -25,6 +25,9 @@ resolves its target when it fires, acts, and appends `FaultRecord`s (chaos.histo
                 after `duration` s if given
     rotate-ca   (target all) add, switch, remove, `duration` s apart; etcd members restarted one at a
                 time after add and after remove (see `_rotate_ca`)
+    node-upgrade (target nodes) batches cordoned, drained, their kubelets restarted upgraded through
+                the backend's `set_kubelets`, uncordoned (`chaos.node_upgrade`); a window
+                "node_upgrade" with its cordon / uncordon records (detail "revision", "part_of")
 
 Records: `kill` / `terminate` / `restart` are instants (an API server brought back at once also gets
 a `restart` record with detail "after" once it is ready again, which ends its outage); `stop`,
@@ -75,6 +78,7 @@ from chaos.scenario import CONTROLLER_MANAGER_LEADER, ROTATION_STEP_S, FaultSpec
 from harness.up.plan import CONTROLLER_MANAGER_LEASE
 
 if TYPE_CHECKING:
+    from chaos.node_upgrade import UpgradeStats
     from kse.client.clientset import Clientset
     from proto import kse_pb2 as pb
 
@@ -91,6 +95,7 @@ FAULT_RECORD_NAMES: dict[str, str] = {
     "rotate-ca": ROTATE_CA,
     "expire-cert": EXPIRE_CERTS,
     "clock-skew": CLOCK_SKEW,
+    "node-upgrade": "node_upgrade",
 }
 EXPIRED_AGO = timedelta(hours=1)  # an "already expired" certificate expired this long ago
 CLIENT_RELOAD_S = 2.5  # a client picks up new files within its 1 s poll, plus the channel swap
@@ -127,6 +132,7 @@ class Nemesis:
         self.retry_period = retry_period  # the replicas' --leader-elect-retry-period
         self.say = say
         self.injected: list[FaultRecord] = []
+        self.upgrades: list[UpgradeStats] = []  # one per node-upgrade fault, filled as it goes
         # One PKI writer at a time (rotations hold the PKI's flock too; this keeps them in order).
         self._pki = asyncio.Lock()
         # One fault at a time on the API server: a kill that lands while a restart is still
@@ -150,7 +156,9 @@ class Nemesis:
 
     async def _inject(self, spec: FaultSpec) -> None:
         t, f = spec.target, spec.fault
-        if f == "rotate-ca":
+        if f == "node-upgrade":
+            await self._node_upgrade(spec)
+        elif f == "rotate-ca":
             await self._rotate_ca(spec)
         elif f == "rotate-leaf" and t in ("apiserver", "etcd", "all"):
             await self._rotate_leaf(spec, t, None)
@@ -161,6 +169,27 @@ class Nemesis:
             await self._etcd(spec, await self._etcd_member(t))
         else:
             await self._replica(spec, await self._replica_target(t))
+
+    async def _node_upgrade(self, spec: FaultSpec) -> None:
+        """A rolling node upgrade (`chaos.node_upgrade`) through the backend's kubelet switch."""
+        from chaos.node_upgrade import NodeUpgradeError, UpgradeStats, run_node_upgrade
+
+        set_kubelets = getattr(self.backend, "set_kubelets", None)
+        if set_kubelets is None:
+            raise NemesisError(f"node-upgrade: the {type(self.backend).__name__} cannot stop kubelets")
+        stats = UpgradeStats()
+        self.upgrades.append(stats)
+        try:
+            await run_node_upgrade(
+                spec,
+                self.clientset,
+                self.backend,  # type: ignore[arg-type]
+                self._record,
+                say=self.say,
+                stats=stats,
+            )
+        except NodeUpgradeError as e:
+            raise NemesisError(f"node-upgrade: {e}") from e
 
     # ------------------------------------------------------------------ lease and targets
 

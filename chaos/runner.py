@@ -10,11 +10,13 @@ A fresh run, under a temp dir:
    reading a clock-skew file when the scenario skews clocks (`ClusterPlan.replica_args`);
 2. run an unfiltered pods informer whose deliveries a `WatchRecorder` writes to `watch-chaos.jsonl`
    (the `watch_integrity` invariant judges them against the audit log);
-3. wait for a first leader, then t=0: every fault of the schedule is injected at its time by the
-   nemesis (`chaos.nemesis`, through a `chaos.local_backend.LocalBackend`; one task each, so a pause
-   may overlap the next fault); beside them the scenario's rounds run in order, each step (a fault,
-   or a wait of `chaos.waits`: a stable leader, a new leader and its binds, a faulted replica back)
-   once the one before it is through;
+3. wait for a first leader, create the scenario's `cluster.deployments` and their budgets and wait
+   until every replica is available (`chaos.upgrade_workload`), then t=0: every fault of the
+   schedule is injected at its time by the nemesis (`chaos.nemesis`, through a
+   `chaos.local_backend.LocalBackend`; one task each, so a pause may overlap the next fault);
+   beside them the scenario's rounds run in order, each step (a fault, or a wait of `chaos.waits`:
+   a stable leader, a new leader and its binds, a faulted replica back) once the one before it is
+   through;
 4. at t=`duration` (and once every fault has finished): stop the workload, let the leader bind what
    is pending, snapshot pods and nodes (`final.json`), stop the cluster;
 5. load the `History` (the audit log, the run's faults / watch deliveries / snapshot, the clients'
@@ -51,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from chaos.cluster_setup import churn_delete_after, fencing_args, final_state
-from chaos.scenario import FaultSpec, Round, Scenario, WaitSpec
+from chaos.scenario import DeploymentSpec, FaultSpec, Round, Scenario, WaitSpec
 from harness.progress import Reporter
 from kse.objects.meta import uid_key
 
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from chaos.nemesis import Nemesis
     from chaos.waits import Waits
     from harness.up import Cluster
+    from kse.client.clientset import Clientset
     from proto import kse_pb2 as pb
 
 __all__ = [
@@ -78,6 +81,7 @@ __all__ = [
 
 WATCH_FILE = "watch-chaos.jsonl"
 RPC_ERRORS_FILE = "rpc-errors-chaos.jsonl"  # the runner's own client (its informer, the snapshot)
+TERMINATION_DELAY = "0.5s"  # nodesim's --termination-delay in runs that drain nodes
 SETTLE_S = 10.0  # after the workload stops: how long the leader gets to bind what is pending
 YOUNG_S = 3.0  # attached: pending pods younger than this at the snapshot are not violations
 BACKENDS = ("local", "docker")
@@ -135,7 +139,7 @@ class RunOutcome:
 
 
 def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
-    from chaos.local_backend import clock_skew_path
+    from chaos.local_backend import KUBELET_CONTROL_FLAG, clock_skew_path, kubelet_control_path
     from harness.up import BackoffPolicy
 
     c = s.cluster
@@ -155,12 +159,24 @@ def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
         "restart_policy": BackoffPolicy(initial=0.5, cap=2.0, reset_after=max(5.0, 2 * c.lease_duration)),
         "grace": 10.0,
         "apiserver_args": fencing_args(True),
-        "nodesim_args": ("--seed", str(seed)),
+        "nodesim_args": ("--seed", str(seed))
+        + (
+            # a drained pod's containers stop within TERMINATION_DELAY of its deletion (not after
+            # the churn pods' default 30 s grace), so a drain is not a wait for grace periods
+            (
+                KUBELET_CONTROL_FLAG,
+                str(kubelet_control_path(run_dir)),
+                "--termination-delay",
+                TERMINATION_DELAY,
+            )
+            if s.node_upgrades
+            else ()
+        ),
         "workload_args": ("--delete-after", f"{churn_delete_after(c.nodes, c.rate):g}s"),
         "rpc_error_logs": True,
         "partition_proxies": s.partitions,
         "replica_args": replica_args,
-    }
+    } | ({} if s.controller_managers is None else {"controller_managers": s.controller_managers})
 
 
 def _stamp() -> str:
@@ -200,6 +216,10 @@ async def _run_fresh(
     with work_dir(f"kse-chaos-{scenario.name}-", keep) as tmp:
         data_dir = tmp / "kse"
         plan = ClusterPlan(data_dir=data_dir, **_plan_kwargs(scenario, seed, data_dir / "run"))
+        if scenario.node_upgrades:
+            from chaos.local_backend import kubelet_control_path, write_kubelet_control
+
+            write_kubelet_control(kubelet_control_path(plan.run_dir), (), {})
         if scenario.clock_skew:
             for name in plan.scheduler_names():
                 from chaos.local_backend import clock_skew_path
@@ -387,6 +407,7 @@ class Drive:
         say: Callable[[str], None] = progress,
         settle_s: float = SETTLE_S,
         observer: DriveObserver | None = None,
+        deployments: Sequence[DeploymentSpec] = (),
     ) -> None:
         self.schedule = list(schedule)
         self.duration = duration
@@ -397,6 +418,8 @@ class Drive:
         self.say = say
         self.settle_s = settle_s
         self.observer: DriveObserver = observer or _NoObserver()
+        self.deployments = list(deployments)  # created (and available) before t=0
+        self.nemesis: Nemesis | None = None  # the run's, once it started (its `upgrades`)
         self.errors: list[str] = []
         self.round_results: list[RoundResult] = []
         self.created: dict[str, pb.Pod] = {}
@@ -416,6 +439,7 @@ class Drive:
             default_stop=scenario.default_stop,
             retry_period=scenario.cluster.retry_period,
             say=say,
+            deployments=scenario.deployments,
         )
 
     async def run(
@@ -466,6 +490,7 @@ class Drive:
                 retry_period=self.retry_period,
                 say=self.say,
             )
+            self.nemesis = nemesis
             waits = Waits(nemesis, AuditTail(audit_logs) if audit_logs else None)
             async with factory.running():
                 await factory.wait_for_sync()
@@ -473,6 +498,8 @@ class Drive:
                     first = await nemesis.wait_for_leader(60.0 + lease_duration)
                 except NemesisError as e:
                     raise RunError(f"no first leader: {e}") from e
+                if self.deployments:
+                    await self._start_workload(clientset)
                 self.say(f"leader {first} ({await backend.identity(first)}); t=0")
                 await self.observer.started()
                 async with asyncio.TaskGroup() as tg:
@@ -505,6 +532,19 @@ class Drive:
             with contextlib.suppress(Exception):
                 await source.close()
             errors_log.close()
+
+    async def _start_workload(self, clientset: Clientset) -> None:
+        """The scenario's Deployments and budgets (`chaos.upgrade_workload`), every replica
+        available before t=0; RunError when they do not get there."""
+        from chaos.upgrade_workload import create_workload, wait_available
+
+        await create_workload(clientset, self.deployments)
+        try:
+            await wait_available(clientset, self.deployments)
+        except TimeoutError as e:
+            raise RunError(str(e)) from e
+        total = sum(d.replicas for d in self.deployments)
+        self.say(f"workload: {len(self.deployments)} deployments, {total} pods available")
 
     async def _run_rounds(self, nemesis: Nemesis, waits: Waits) -> None:
         """Each round's steps in order, one round after the other; the first step that fails ends

@@ -62,6 +62,12 @@ Faults (`chaos.nemesis`):
                 over once the lease expires. `heal_after` s (optional): a valid pair is issued again
     clock-skew  a replica's clock set `offset` s off (default 0) and running at `rate` (default 1;
                 > 0), through its `--clock-skew-file`; removed again after `duration` s if given
+    node-upgrade a rolling node upgrade (`chaos.node_upgrade`), target `nodes` (the default):
+                `nodes` (how many, the first N by name; or a list of names), `batch` (default 1) at
+                a time: cordon, drain as kubectl drain --force (evictions, retried while a budget
+                says no; `grace` s as --grace-period, `timeout` s as --timeout), the batch's
+                kubelets stopped for `duration` s (default 1) and started with a new
+                kubeletVersion, the nodes Ready again, uncordon, then `pause` s (default 0)
 
 Targets: `leader` (the replica holding the scheduler Lease when the fault fires), `standby` (a
 seeded random replica that does not hold it), a replica by name (`scheduler-2`), `random-replica`
@@ -71,6 +77,13 @@ random member),
 `etcd-leader`, a member by name (`etcd-1`), and `all` (rotate-leaf, rotate-ca). rotate-*, expire-cert
 and clock-skew do not scale with the lease in `--short`: rotation steps are bound by the time
 processes take to reload files (about a second), not by the lease.
+
+`cluster:` also takes `controller_managers` (`kse controller-manager` replicas, default 2) and
+`deployments`, a workload created (and every pod available) before t=0 and left running:
+
+    deployments:
+      - {name: web, replicas: 4, pdb: {minAvailable: 3}}     # or maxUnavailable; N or "N%"
+      - {name: api, replicas: 3}                             # no budget
 
 `load_scenario(path)` / `parse_scenario(data)` raise `ScenarioError` naming the offending field
 (`faults[1].target: ...`). `Scenario.short()` is the scaled-down form CI runs (`--short`).
@@ -97,6 +110,7 @@ __all__ = [
     "TARGETS",
     "WAITS",
     "ClusterSpec",
+    "DeploymentSpec",
     "FaultSpec",
     "RandomFaults",
     "Round",
@@ -124,7 +138,11 @@ FAULTS: tuple[str, ...] = (
     "rotate-ca",
     "expire-cert",
     "clock-skew",
+    "node-upgrade",
 )
+NODE_UPGRADE = "node-upgrade"
+NODES_TARGET = "nodes"  # node-upgrade's only target (and its default)
+NODE_UPGRADE_KEYS: tuple[str, ...] = ("nodes", "batch", "pause", "grace", "timeout")
 # Fixed target names; besides these: scheduler-N, etcd-N.
 TARGETS: tuple[str, ...] = ("leader", "standby", "random-replica", "apiserver", "etcd", "etcd-leader", "all")
 TARGETS += ("controller-manager-leader",)
@@ -204,6 +222,16 @@ class FaultSpec:
     # stop / partition: "new-leader" keeps the fault on past `duration` until another replica holds
     # the Lease (a paused leader woken before anyone took over would just renew: no failover)
     until: str | None = None
+    # node-upgrade's: how many nodes (the first N by name) or which, per batch, the pause after
+    # each batch, the drain's --grace-period and --timeout (None: the pods' own, no limit)
+    nodes: int | tuple[str, ...] | None = None
+    batch: int | None = None
+    pause: float | None = None
+    grace: int | None = None
+    timeout: float | None = None
+    # False: cordon and drain only (`kse bench drain`; not a scenario field): no kubelet restart,
+    # no uncordon, no pause
+    upgrade_kubelets: bool = True
 
     def describe(self) -> str:
         when = f"t={self.at:g}s " if self.at is not None else ""
@@ -223,6 +251,9 @@ class FaultSpec:
             extra += f" {self.loss:.0%} loss"
         if self.until is not None:
             extra += f" (and until a {self.until})"
+        if self.fault == NODE_UPGRADE:
+            which = f"{self.nodes}" if isinstance(self.nodes, int) else ",".join(self.nodes or ())
+            extra += f" {which} in batches of {self.batch or 1}, pause {self.pause or 0:g}s"
         return f"{when}{self.fault} {self.target}{lasting}{extra}"
 
 
@@ -252,6 +283,21 @@ class WaitSpec:
 
 
 Step = FaultSpec | WaitSpec
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """One Deployment of the scenario's workload (namespace default), with an optional budget:
+    `min_available` / `max_unavailable` an int or a percentage string, at most one of them."""
+
+    name: str
+    replicas: int
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+    @property
+    def has_pdb(self) -> bool:
+        return self.min_available is not None or self.max_unavailable is not None
 
 
 @dataclass(frozen=True)
@@ -294,6 +340,9 @@ class Scenario:
     allow_pending: bool = False
     source: str = ""
     rounds: tuple[Round, ...] = ()  # sequential, beside the timed faults (`rounds:`)
+    # `cluster.controller_managers` (None: the cluster's default) and `cluster.deployments`
+    controller_managers: int | None = None
+    deployments: tuple[DeploymentSpec, ...] = ()
 
     @property
     def seed(self) -> int:
@@ -322,6 +371,11 @@ class Scenario:
         return any(f.fault == "clock-skew" for f in self.all_faults())
 
     @property
+    def node_upgrades(self) -> bool:
+        """Whether the run stops and starts kubelets (nodesim gets a `--control-file`)."""
+        return any(f.fault == NODE_UPGRADE for f in self.all_faults())
+
+    @property
     def default_stop(self) -> float:
         """A `stop` / `partition` without a duration: past the lease (leaseDuration + retryPeriod + 1 s)."""
         return self.cluster.lease_duration + self.cluster.retry_period + 1.0
@@ -347,8 +401,8 @@ class Scenario:
             d = f.duration
             if d is None and f.fault in ("stop", "partition"):
                 d = self.default_stop
-            if d is None or f.fault in ("rotate-leaf", "rotate-ca", "expire-cert"):
-                pass
+            if d is None or f.fault in ("rotate-leaf", "rotate-ca", "expire-cert", NODE_UPGRADE):
+                pass  # node-upgrade's: a kubelet's downtime, bound by a restart, not by the lease
             elif f.fault == "clock-skew":
                 d = round(max(d * time_f, 1.0), 3)
             else:
@@ -359,12 +413,17 @@ class Scenario:
             delay = f.delay
             if delay is not None and f.mode == "delay-up":
                 delay = round(max(delay * lease_f, 0.1), 3)  # a zombie's delay outlasts the lease
+            nodes = f.nodes
+            if isinstance(nodes, int):
+                nodes = min(nodes, SHORT_NODES)
             return replace(
                 f,
                 at=None if f.at is None else round(f.at * time_f, 3),
                 duration=d,
                 heal_after=heal,
                 delay=delay,
+                nodes=nodes,
+                pause=None if f.pause is None else round(f.pause * time_f, 3),
             )
 
         rnd = None
@@ -517,7 +576,9 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
     if not isinstance(allow_pending, bool):
         top.fail("allow_pending", f"must be true or false, got {allow_pending!r}")
 
-    cluster = _parse_cluster(top.data.get("cluster"), source)
+    cluster_data = top.data.get("cluster")
+    cluster = _parse_cluster(cluster_data, source)
+    controller_managers, deployments = _parse_workload(cluster_data, source)
     faults = tuple(
         _parse_fault(f, f"faults[{i}]", source, cluster, duration=duration)
         for i, f in enumerate(top.list("faults"))
@@ -546,6 +607,8 @@ def parse_scenario(data: object, *, source: str = "") -> Scenario:
         allow_pending=allow_pending,
         source=source,
         rounds=rounds,
+        controller_managers=controller_managers,
+        deployments=deployments,
     )
 
 
@@ -554,7 +617,7 @@ def _parse_cluster(data: object, source: str) -> ClusterSpec:
     if data is None:
         return ClusterSpec()
     f = _Fields(data, "cluster", source)
-    f.unknown(CLUSTER_KEYS)
+    f.unknown((*CLUSTER_KEYS, *WORKLOAD_KEYS))
     d = ClusterSpec()
     try:
         return ClusterSpec(
@@ -576,16 +639,100 @@ def _parse_cluster(data: object, source: str) -> ClusterSpec:
         raise  # not reached: fail() raises
 
 
+WORKLOAD_KEYS: tuple[str, ...] = ("controller_managers", "deployments")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_PERCENT = re.compile(r"^[0-9]+%$")
+
+
+def _parse_workload(data: object, source: str) -> tuple[int | None, tuple[DeploymentSpec, ...]]:
+    """`cluster.controller_managers` and `cluster.deployments` (the mapping itself was judged by
+    `_parse_cluster`)."""
+    if data is None:
+        return None, ()
+    f = _Fields(data, "cluster", source)
+    cms = f.integer("controller_managers", 0, minimum=0) if f.has("controller_managers") else None
+    out: list[DeploymentSpec] = []
+    for i, item in enumerate(f.list("deployments")):
+        d = _Fields(item, f"cluster.deployments[{i}]", source)
+        d.unknown(("name", "replicas", "pdb"))
+        name = d.string("name")
+        if not _DNS_LABEL.match(name):
+            d.fail("name", f"must be a DNS-1123 label (lower-case letters, digits, '-'), got {name!r}")
+        if any(o.name == name for o in out):
+            d.fail("name", f"a second deployment named {name!r}")
+        replicas = d.integer("replicas", 1, minimum=1)
+        min_available = max_unavailable = None
+        if d.has("pdb"):
+            b = _Fields(d.data["pdb"], f"cluster.deployments[{i}].pdb", source)
+            b.unknown(("minAvailable", "maxUnavailable"))
+            if b.has("minAvailable") == b.has("maxUnavailable"):
+                b.fail("", "needs exactly one of minAvailable and maxUnavailable")
+            key = "minAvailable" if b.has("minAvailable") else "maxUnavailable"
+            v = b.data[key]
+            if isinstance(v, bool) or not (
+                (isinstance(v, int) and v >= 0) or (isinstance(v, str) and _PERCENT.match(v))
+            ):
+                b.fail(key, f"must be an integer >= 0 or a percentage like '50%', got {v!r}")
+            if key == "minAvailable":
+                min_available = v
+            else:
+                max_unavailable = v
+        out.append(DeploymentSpec(name, replicas, min_available, max_unavailable))
+    if out and cms == 0:
+        f.fail("controller_managers", "deployments need a controller-manager (>= 1), got 0")
+    return cms, tuple(out)
+
+
+def _parse_node_upgrade(f: _Fields, cluster: ClusterSpec) -> dict[str, Any]:
+    """node-upgrade's own fields (`NODE_UPGRADE_KEYS`), as FaultSpec keyword arguments."""
+    nodes: int | tuple[str, ...]
+    raw = f.data.get("nodes")
+    if raw is None:
+        f.fail("nodes", "required: how many nodes to upgrade, or a list of node names")
+    if isinstance(raw, list):
+        if not raw or not all(isinstance(n, str) and n for n in raw):
+            f.fail("nodes", f"a list of node names must list non-empty strings, got {raw!r}")
+        if len(set(raw)) != len(raw):
+            f.fail("nodes", "names a node twice")
+        nodes = tuple(raw)
+    else:
+        nodes = f.integer("nodes", 0, minimum=1)
+        if nodes > cluster.nodes:
+            f.fail("nodes", f"the cluster has {cluster.nodes} nodes (cluster.nodes), got {nodes}")
+    return {
+        "nodes": nodes,
+        "batch": f.integer("batch", 1, minimum=1),
+        "pause": f.number("pause", 0.0, strict=False),
+        "grace": f.integer("grace", 0, minimum=0) if f.has("grace") else None,
+        "timeout": f.number("timeout", None) if f.has("timeout") else None,
+    }
+
+
 def _parse_fault(
     data: object, where: str, source: str, cluster: ClusterSpec, *, duration: float | None
 ) -> FaultSpec:
     f = _Fields(data, where, source)
     timed = duration is not None
-    fields = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode", "delay", "loss", "until")
+    fields: tuple[str, ...] = ("fault", "target", "duration", "offset", "rate", "heal_after", "mode")
+    fields += ("delay", "loss", "until", *NODE_UPGRADE_KEYS)
     f.unknown(("at", *fields) if timed else fields)
     fault = f.string("fault", None, FAULTS)
-    target = f.string("target", "all" if fault == "rotate-ca" else None)
-    if target not in TARGETS and not _REPLICA.match(target) and not _ETCD_MEMBER.match(target):
+    default_target = {"rotate-ca": "all", NODE_UPGRADE: NODES_TARGET}.get(fault)
+    target = f.string("target", default_target)
+    upgrade: dict[str, Any] = {}
+    if fault == NODE_UPGRADE:
+        if target != NODES_TARGET:
+            f.fail("target", f"a node-upgrade's target is `{NODES_TARGET}` (which: `nodes`), got {target!r}")
+        upgrade = _parse_node_upgrade(f, cluster)
+    else:
+        for key in NODE_UPGRADE_KEYS:
+            if f.has(key):
+                f.fail(key, f"only node-upgrade faults take `{key}`")
+    if target == NODES_TARGET and fault != NODE_UPGRADE:
+        f.fail("target", f"`{NODES_TARGET}` is the target of node-upgrade only, not of {fault}")
+    if fault == NODE_UPGRADE:
+        pass
+    elif target not in TARGETS and not _REPLICA.match(target) and not _ETCD_MEMBER.match(target):
         f.fail("target", f"must be one of {', '.join(TARGETS)}, scheduler-N or etcd-N, got {target!r}")
     m = _REPLICA.match(target)
     if m and int(target.split("-")[1]) not in range(1, cluster.replicas + 1):
@@ -658,6 +805,7 @@ def _parse_fault(
         delay=delay,
         loss=loss,
         until=until,
+        **upgrade,
     )
 
 

@@ -175,6 +175,12 @@ def _add_image_locality(sub: SubParsers) -> None:
     register(sub)
 
 
+def _add_drain(sub: SubParsers) -> None:
+    from chaos.drain_bench import register
+
+    register(sub)
+
+
 def _add_scheduler_perf(sub: SubParsers) -> None:
     from cli.bench_scheduler_perf import register
 
@@ -186,6 +192,7 @@ BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_throughput,
     _add_failover,
     _add_image_locality,
+    _add_drain,
     _add_scheduler_perf,
 )
 

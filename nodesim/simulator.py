@@ -26,13 +26,13 @@ What one process does for N nodes, and what it costs the API server:
   `nodesim.pullmodel` with the pull policies of `nodesim.pullpolicy`), then gets its Running
   status (`SimNode.running_status`) through pods/status, with the pod's resourceVersion as
   precondition (on conflict: re-read, check it is still the same pod on the same node, retry).
-  Pulled images join the node's `status.images`. A pod with a deletionTimestamp (a graceful
-  delete) is stopped: its containers report not ready, and after min(deletionGracePeriodSeconds,
-  `termination_delay`) it is deleted with grace 0 and its uid as precondition, as a kubelet does
-  once the pod has terminated (`_terminate`); a deleted pod leaves the bookkeeping and frees its IP.
-  Pods found already Running (a restart) are adopted, not restarted. With `pre_pull_events`, an
-  informer over Events pulls what `PrePullImages` events ask of our nodes (`kse.objects.prepull`),
-  for no pod.
+  Pulled images join the node's `status.images`. A pod
+  with a deletionTimestamp (a graceful delete) is stopped: its containers report not ready, and
+  after min(deletionGracePeriodSeconds, `termination_delay`) it is deleted with grace 0 and its uid
+  as precondition, as a kubelet does once the pod has terminated (`_terminate`); a deleted pod
+  leaves the bookkeeping and frees its IP. Pods found already Running
+  (a restart) are adopted, not restarted. With `pre_pull_events`, an informer over Events pulls
+  what `PrePullImages` events ask of our nodes (`kse.objects.prepull`), for no pod.
 
 * **Node status as the kubelet keeps it**: ONE informer over nodes; when the stored Ready condition
   of a running node of ours is not True (the node lifecycle controller marked it Unknown while
@@ -834,6 +834,8 @@ class NodeSimulator:
     async def _finalize(self, rec: PodRecord) -> None:
         """A pod marked for deletion whose containers have stopped: remove the object (grace 0,
         uid-guarded), as the kubelet's status manager does once the pod is terminated."""
+        if self._stopping:
+            return
         try:
             await self.cs.pods.delete(rec.namespace, rec.name, uid=rec.uid, grace_period_seconds=0)
             self.stats.pods_finalized += 1

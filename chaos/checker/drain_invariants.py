@@ -92,6 +92,23 @@ def _evictions(audit: Iterable[AuditRecord]) -> list[AuditRecord]:
     return out
 
 
+def _eviction_revisions(audit: Iterable[AuditRecord], states: list[PodStateRecord]) -> dict[str, int]:
+    """uid -> the revision of its accepted eviction (by name: the uid that pod had then)."""
+    by_key: dict[str, list[PodStateRecord]] = defaultdict(list)
+    for s in states:
+        by_key[s.key].append(s)
+    out: dict[str, int] = {}
+    for r in _evictions(audit):
+        rev = r.revision or 0
+        if r.uid:
+            out.setdefault(r.uid, rev)
+            continue
+        alive = [s for s in by_key.get(f"{r.namespace}/{r.name}", []) if s.resource_version <= rev]
+        if alive:
+            out.setdefault(max(alive, key=lambda s: s.resource_version).uid, rev)
+    return out
+
+
 def _evicted_uids(audit: Iterable[AuditRecord], states: list[PodStateRecord]) -> set[str]:
     by_key: dict[str, set[str]] = defaultdict(set)
     for s in states:
@@ -242,10 +259,13 @@ def replacements_bound_once(states: list[PodStateRecord], audit: Iterable[AuditR
             lost[first.owner].append(first)
     violations: list[dict[str, object]] = []
     replaced = 0
+    evicted_at = _eviction_revisions(audit, states)
     for owner, pods in sorted(lost.items()):
-        since = min(p.resource_version for p in pods)
+        # Replacements are the pods the controller created after its first eviction, including
+        # those evicted in turn by a later batch of a rolling drain (each of them replaced one pod
+        # and needs its own replacement); the pods it had before are older than that eviction.
+        since = min(evicted_at.get(p.uid, p.resource_version) for p in pods)
         news = [s for s in first_seen.values() if s.owner == owner and s.resource_version > since]
-        news = [s for s in news if s.uid not in evicted]
         bound = [s for s in news if binds.get(s.uid, binds.get(s.key, 0)) >= 1]
         twice = [s.key for s in news if binds.get(s.uid, binds.get(s.key, 0)) > 1]
         replaced += min(len(bound), len(pods))

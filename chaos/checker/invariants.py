@@ -33,6 +33,7 @@ from chaos.history import (
     STOP,
     TERMINATE,
     History,
+    RpcErrorRecord,
     WatchDeliveryRecord,
     fault_windows,
 )
@@ -805,6 +806,12 @@ def _check_stream(
 # ---------------------------------------------------------------- 5. no_rotation_rpc_errors
 
 
+def _budget_refusal(e: RpcErrorRecord) -> bool:
+    """An eviction refused by a PodDisruptionBudget (429, RESOURCE_EXHAUSTED on Evict): the
+    server's answer to the request, which a drain retries, not a failed RPC."""
+    return e.code == "RESOURCE_EXHAUSTED" and e.method.endswith("/Evict")
+
+
 def no_rotation_rpc_errors(
     history: History,
     *,
@@ -859,7 +866,7 @@ def no_rotation_rpc_errors(
         win = next((w for w in windows if w.start <= e.ts <= w.end + grace_s), None)
         if win is None:
             continue
-        if e.code in ignore:
+        if e.code in ignore or _budget_refusal(e):
             counts["ignored_application_errors"] += 1
             continue
         if any(c == e.client and start <= e.ts <= end for c, start, end in expired):

@@ -27,6 +27,9 @@ class CordonResult:
     node: str
     desired: bool  # the spec.unschedulable asked for
     changed: bool  # False: it already had that value
+    # The node's resourceVersion after the call: that of the update that set the value when
+    # `changed` (what a chaos history records as the cordon's revision), else the one read.
+    revision: int = 0
 
     @property
     def verb(self) -> str:
@@ -41,19 +44,25 @@ async def set_unschedulable(
     """Make `spec.unschedulable` of node `name` equal `desired` (NotFoundError if no such node)."""
     for attempt in range(MAX_CONFLICT_RETRIES + 1):
         node = await cs.nodes.get(name)
+        read_rv = _revision(node.metadata.resource_version)
         if node.spec.unschedulable == desired:
-            return CordonResult(name, desired, False)
+            return CordonResult(name, desired, False, read_rv)
         if dry_run == DRY_RUN_CLIENT:
-            return CordonResult(name, desired, True)
+            return CordonResult(name, desired, True, read_rv)
         node.spec.unschedulable = desired
         try:
-            await cs.nodes.update(node, dry_run=dry_run == DRY_RUN_SERVER)
+            updated = await cs.nodes.update(node, dry_run=dry_run == DRY_RUN_SERVER)
         except ConflictError:
             if attempt == MAX_CONFLICT_RETRIES:
                 raise
             continue
-        return CordonResult(name, desired, True)
+        return CordonResult(name, desired, True, _revision(updated.metadata.resource_version))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _revision(resource_version: str) -> int:
+    """A resourceVersion as the etcd revision it is (0 when it is not a number)."""
+    return int(resource_version) if resource_version.isdigit() else 0
 
 
 async def cordon(cs: Clientset, name: str, *, dry_run: str = DRY_RUN_NONE) -> CordonResult:

@@ -33,6 +33,15 @@ LEADER_FAILOVERS = {
 }
 ROTATIONS = {"rotate-leaf-certs", "rotate-ca", "upgrade-day", "expire-leader-cert"}
 NO_FAILOVER = {"rotate-leaf-certs", "rotate-ca"}  # a rotation must not cost the leader its lease
+# Scenarios that drain nodes (node-upgrade): the drain invariants judge real evictions and cordons.
+NODE_UPGRADES = {"rolling-node-upgrade", "upgrade-day"}
+DRAIN_CHECKS = (
+    "no_pdb_violation",
+    "evictions_within_budget",
+    "replacements_bound_once",
+    "no_bind_to_cordoned",
+    "deployments_restored",
+)
 # Scenarios whose leader has writes in flight across its lease expiry: fencing must reject some.
 ZOMBIE_WRITES = {"zombie-leader", "partition-leader"}
 
@@ -49,6 +58,7 @@ def test_every_required_scenario_is_shipped() -> None:
         "apiserver-restart",
         "etcd-member-kill",
         "upgrade-day",
+        "rolling-node-upgrade",
     ):
         assert name in SHIPPED
 
@@ -103,6 +113,16 @@ def test_scenario_short(name: str, tmp_path: Path, capsys: pytest.CaptureFixture
     if name == "expire-leader-cert":
         assert "whose certificate was let expire" in result["invariants"]["no_rotation_rpc_errors"]["detail"]
         assert result["rpc_errors_by_code"].get("UNAVAILABLE", 0) > 0  # the expired leader's own
+    if name in NODE_UPGRADES:
+        for check in DRAIN_CHECKS:
+            detail = result["invariants"][check]["detail"]
+            assert not detail.startswith("SKIPPED"), f"{check}: {detail}"
+        upgrade = [f for f in result["faults"] if f["fault"] == "node_upgrade"]
+        (end,) = [f for f in upgrade if f["detail"]["phase"] == "end"]
+        nodes = upgrade[0]["detail"]["nodes"]
+        assert end["detail"]["upgraded"] == nodes and end["detail"]["evicted"] > 0, end
+        cordons = [f for f in result["faults"] if f["fault"] in ("cordon", "uncordon")]
+        assert len(cordons) == 2 * len(nodes) and all(f["detail"]["revision"] > 0 for f in cordons)
     if name == "kill-leader":
         assert (report / "report.md").exists() and (report / "run.json").exists()
         assert (report / "timeline.png").exists()

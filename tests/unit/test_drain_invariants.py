@@ -200,3 +200,22 @@ def test_deployments_restored():
     d.status.available_replicas = 2
     result = deployments_restored([d])
     assert not result.passed and result.violations[0]["deployment"] == "default/web"
+
+
+def test_a_replacement_evicted_by_a_later_batch_counts_and_needs_its_own():
+    """A rolling drain: a's replacement a2 lands on a node of the next batch and is evicted in
+    turn; a2 replaced a, a3 replaces a2 (the pods older than the first eviction are not
+    replacements)."""
+    run = three_ready()
+    run.evict("a")
+    run.state("a2")
+    run.bind("a2", "n2")
+    run.evict("a2")
+    result = replacements_bound_once(run.states, run.audit)
+    assert not result.passed and result.violations == [
+        {"kind": "not-replaced", "owner": RS, "evicted": 2, "bound": 1}
+    ]
+    run.state("a3")
+    run.bind("a3", "n3")
+    result = replacements_bound_once(run.states, run.audit)
+    assert result.passed and result.counts == {"evicted": 2, "replaced": 2}
