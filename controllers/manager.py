@@ -44,7 +44,7 @@ from controllers.base import ControllerContext, ControllerOptions
 from controllers.selection import ControllerSelectionError, parse_controllers, select_controllers
 from kse.config import ConnectionFile
 from kse.durations import DurationFlag
-from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
+from kse.flags.argtypes import boolean, host_port, non_negative_float, non_negative_int, positive_int
 from kse.flags.connection_args import (
     add_connection_flags,
     connection_from_args,
@@ -73,25 +73,6 @@ LEADER_ELECTION_HEALTHZ_TOLERANCE_S = 20.0
 CONCURRENT_SYNC_FLAGS = ("deployment", "replicaset", "daemonset")
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "t", "1", "yes"):
-        return True
-    if value in ("false", "f", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _address(text: str) -> str:
-    from kse.healthserver import parse_address
-
-    try:
-        parse_address(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kse controller-manager", description="Run a kube-controller-manager replica."
@@ -109,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     le = p.add_argument_group("leader election")
     le.add_argument(
         "--leader-elect",
-        type=_bool,
+        type=boolean,
         nargs="?",
         const=True,
         default=True,
@@ -197,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = p.add_argument_group("serving")
     srv.add_argument(
         "--metrics-bind-address",
-        type=_address,
+        type=host_port,
         default=DEFAULT_METRICS_ADDRESS,
         metavar="HOST:PORT",
         help="serve /healthz, /readyz and /metrics here; port 0 picks one (default %(default)s)",

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING
 from kse.config import ConnectionFile
 from kse.durations import DurationError, DurationFlag, parse_seconds
 from kse.fileio import write_atomic
-from kse.flags.argtypes import non_negative_float
+from kse.flags.argtypes import boolean, host_port, non_negative_float
 from kse.flags.argtypes import positive_int as _positive_int
 from kse.flags.connection_args import (
     add_connection_flags,
@@ -117,15 +117,6 @@ LEADER_ELECTION_NAME = "kube-scheduler"
 RESOURCE_LOCKS = ("leases",)
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "t", "1", "yes"):
-        return True
-    if value in ("false", "f", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def _clock_skew(text: str) -> tuple[float, float]:
     """OFFSET[,RATE]: a signed Go duration (or seconds) and a positive rate."""
     offset_text, _, rate_text = text.partition(",")
@@ -144,16 +135,6 @@ def _clock_skew(text: str) -> tuple[float, float]:
     return offset, rate
 
 
-def _address(text: str) -> str:
-    from scheduler.server import parse_address
-
-    try:
-        parse_address(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kse scheduler", description="Run a kube-scheduler replica.")
     p.add_argument("--config", type=Path, help="a KubeSchedulerConfiguration file (default: the v1 defaults)")
@@ -167,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     le = p.add_argument_group("leader election (flags win over the config file's leaderElection)")
     le.add_argument(
         "--leader-elect",
-        type=_bool,
+        type=boolean,
         nargs="?",
         const=True,
         default=None,
@@ -269,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = p.add_argument_group("serving")
     srv.add_argument(
         "--metrics-bind-address",
-        type=_address,
+        type=host_port,
         default=DEFAULT_METRICS_ADDRESS,
         metavar="HOST:PORT",
         help="serve /healthz, /readyz and /metrics here; port 0 picks one (default %(default)s)",
@@ -279,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument(
         "--profiling",
-        type=_bool,
+        type=boolean,
         nargs="?",
         const=True,
         default=None,
@@ -289,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     srv.add_argument(
         "--contention-profiling",
-        type=_bool,
+        type=boolean,
         nargs="?",
         const=True,
         default=None,

@@ -12,6 +12,8 @@ import argparse
 from kse.durations import non_negative_duration, positive_duration
 
 __all__ = [
+    "boolean",
+    "host_port",
     "non_negative_duration",
     "non_negative_float",
     "non_negative_int",
@@ -77,3 +79,24 @@ def port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port out of range: {value}")
     return value
+
+
+def boolean(text: str) -> bool:
+    """Go's flag booleans as kube components take them after `=`: true/t/1/yes, false/f/0/no."""
+    value = text.strip().lower()
+    if value in ("true", "t", "1", "yes"):
+        return True
+    if value in ("false", "f", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def host_port(text: str) -> str:
+    """A HOST:PORT to listen on (port 0 allowed), checked as the health servers parse it."""
+    from kse.scrape import parse_address
+
+    try:
+        parse_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
