@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -35,10 +34,10 @@ from proto import kse_pb2 as pb
 from tests.fixtures import polling
 from tests.fixtures.apiserver import ApiServer
 from tests.fixtures.kube import kubectl, kubectl_path
+from tests.fixtures.procs import REPO_ROOT, spawn
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NS = "default"
 LEASE_NS, LEASE_NAME = "kube-system", "kube-controller-manager"
 SHORT_LEASE = ("2s", "1.5s", "0.3s")
@@ -50,13 +49,6 @@ async def eventually(
     probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, within: float = DEADLINE
 ) -> T:
     return await polling.eventually(probe, done, what, within, max_interval=0.2)
-
-
-def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
 
 
 @dataclass

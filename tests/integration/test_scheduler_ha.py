@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -40,10 +39,10 @@ from kse.scrape import http_get, parse_exposition
 from proto import kse_pb2 as pb
 from tests.fixtures import polling
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory
+from tests.fixtures.procs import spawn
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NS = "default"
 LEASE_NS, LEASE_NAME = "kube-system", "kube-scheduler"
 LEASE_KEY = f"{LEASE_NS}/{LEASE_NAME}"
@@ -61,13 +60,6 @@ async def eventually(
 
 
 # ---------------------------------------------------------------- one replica
-
-
-def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
 
 
 @dataclass

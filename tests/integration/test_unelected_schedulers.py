@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +23,9 @@ from chaos.history import History
 from kse.audit import read_audit_log
 from kse.client.clientset import Clientset
 from proto import kse_pb2 as pb
-from tests.fixtures.apiserver import REPO_ROOT, ApiServerFactory, make_pod
+from tests.fixtures.apiserver import ApiServerFactory, make_pod
 from tests.fixtures.polling import eventually, truthy
+from tests.fixtures.procs import spawn
 
 pytestmark = pytest.mark.integration
 
@@ -56,9 +56,7 @@ def scheduler(
         "--metrics-bind-address", "127.0.0.1:0", "--ready-file", str(ready),
         "--failpoints", "binder/bind=delay(1000)",
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    with open(workdir / f"{name}.log", "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
+    return spawn(argv, workdir / f"{name}.log")
 
 
 @pytest.mark.parametrize("schedulers", [1, 2], ids=["one-scheduler", "two-unelected-schedulers"])
