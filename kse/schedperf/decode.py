@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kse.durations import parse_go_duration
+from kse.valuekinds import value_kind
 
 Converter = Callable[[Any, str], Any]
 
@@ -27,7 +28,7 @@ def fields(raw: Any, spec: Mapping[str, Converter], where: str) -> dict[str, Any
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: want a mapping, got {_kind(raw)}")
+        raise ConfigError(f"{where}: want a mapping, got {value_kind(raw)}")
     by_lower: dict[str, str] = {}
     for go_name in spec:
         by_lower.setdefault(go_name.lower(), go_name)
@@ -42,32 +43,16 @@ def fields(raw: Any, spec: Mapping[str, Converter], where: str) -> dict[str, Any
     return out
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return type(value).__name__
-
-
 def to_str(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: want a string, got {_kind(value)}")
+        raise ConfigError(f"{where}: want a string, got {value_kind(value)}")
     return value
 
 
 def to_int(value: Any, where: str) -> int:
     # encoding/json into an int: a number without a fraction
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: want an integer, got {_kind(value)}")
+        raise ConfigError(f"{where}: want an integer, got {value_kind(value)}")
     if isinstance(value, float) and not value.is_integer():
         raise ConfigError(f"{where}: want an integer, got {value}")
     return int(value)
@@ -75,20 +60,20 @@ def to_int(value: Any, where: str) -> int:
 
 def to_float(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: want a number, got {_kind(value)}")
+        raise ConfigError(f"{where}: want a number, got {value_kind(value)}")
     return float(value)
 
 
 def to_bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"{where}: want true or false, got {_kind(value)}")
+        raise ConfigError(f"{where}: want true or false, got {value_kind(value)}")
     return value
 
 
 def to_duration(value: Any, where: str) -> float:
     """metav1.Duration: a Go duration string ("10s", "1m30s"), in seconds."""
     if not isinstance(value, str):
-        raise ConfigError(f'{where}: want a duration such as "10s", got {_kind(value)}')
+        raise ConfigError(f'{where}: want a duration such as "10s", got {value_kind(value)}')
     try:
         return parse_go_duration(value)
     except ValueError as e:
@@ -99,7 +84,7 @@ def to_str_list(value: Any, where: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ConfigError(f"{where}: want a list of strings, got {_kind(value)}")
+        raise ConfigError(f"{where}: want a list of strings, got {value_kind(value)}")
     return [to_str(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
@@ -107,7 +92,7 @@ def to_str_map(value: Any, where: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: want a mapping of strings, got {_kind(value)}")
+        raise ConfigError(f"{where}: want a mapping of strings, got {value_kind(value)}")
     return {to_str(k, f"{where} key"): to_str(v, f"{where}.{k}") for k, v in value.items()}
 
 
@@ -115,7 +100,7 @@ def to_bool_map(value: Any, where: str) -> dict[str, bool]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: want a mapping of names to true/false, got {_kind(value)}")
+        raise ConfigError(f"{where}: want a mapping of names to true/false, got {value_kind(value)}")
     return {to_str(k, f"{where} key"): to_bool(v, f"{where}.{k}") for k, v in value.items()}
 
 
@@ -123,7 +108,7 @@ def to_any_map(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: want a mapping, got {_kind(value)}")
+        raise ConfigError(f"{where}: want a mapping, got {value_kind(value)}")
     return {to_str(k, f"{where} key"): v for k, v in value.items()}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from kse.durations import parse_go_duration
+from kse.valuekinds import value_kind
 
 from .defaults import set_defaults
 from .profile import Implements, expand_profile
@@ -156,7 +157,8 @@ def parse_yaml(text: str, source: str = "<text>") -> Any:
 def decode(data: Any, errors: list[str]) -> KubeSchedulerConfiguration | None:
     """Strictly decode a parsed document; problems are appended to ``errors``."""
     if not isinstance(data, dict):
-        errors.append(f"the document must be a mapping (a KubeSchedulerConfiguration), not {_kind(data)}")
+        kind_of_data = value_kind(data)
+        errors.append(f"the document must be a mapping (a KubeSchedulerConfiguration), not {kind_of_data}")
         return None
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if not api_version:
@@ -188,7 +190,7 @@ def _decode_args(pc: PluginConfig, path: str, errors: list[str]) -> None:
     if raw is None:
         return
     if not isinstance(raw, dict):
-        errors.append(f"{path}: Invalid value: must be a mapping, not {_kind(raw)}")
+        errors.append(f"{path}: Invalid value: must be a mapping, not {value_kind(raw)}")
         pc.args = None
         return
     args_type = ARGS_TYPES.get(pc.name)
@@ -215,22 +217,6 @@ def parse_duration(text: str) -> float:
     return parse_go_duration(text)
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
@@ -248,19 +234,19 @@ def _decode_value(value: Any, tp: Any, path: str, errors: list[str]) -> Any:
         return value
     if origin is list:
         if not isinstance(value, list):
-            errors.append(f"{path}: Invalid value: must be a list, not {_kind(value)}")
+            errors.append(f"{path}: Invalid value: must be a list, not {value_kind(value)}")
             return []
         (item,) = typing.get_args(tp)
         return [_decode_value(v, item, f"{path}[{i}]", errors) for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            errors.append(f"{path}: Invalid value: must be a mapping, not {_kind(value)}")
+            errors.append(f"{path}: Invalid value: must be a mapping, not {value_kind(value)}")
             return {}
         return dict(value)
     if tp is Duration:
         if not isinstance(value, str):
             errors.append(
-                f'{path}: Invalid value: must be a duration string such as "15s", not {_kind(value)}'
+                f'{path}: Invalid value: must be a duration string such as "15s", not {value_kind(value)}'
             )
             return None
         try:
@@ -270,7 +256,7 @@ def _decode_value(value: Any, tp: Any, path: str, errors: list[str]) -> Any:
             return None
     if tp is bool:
         if not isinstance(value, bool):
-            errors.append(f"{path}: Invalid value: must be a boolean, not {_kind(value)}")
+            errors.append(f"{path}: Invalid value: must be a boolean, not {value_kind(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -294,7 +280,7 @@ def _decode_value(value: Any, tp: Any, path: str, errors: list[str]) -> Any:
 
 def _decode_dataclass(value: Any, cls: type[Any], path: str, errors: list[str]) -> Any:
     if not isinstance(value, dict):
-        errors.append(f"{path or '<root>'}: Invalid value: must be a mapping, not {_kind(value)}")
+        errors.append(f"{path or '<root>'}: Invalid value: must be a mapping, not {value_kind(value)}")
         return cls()
     hints = typing.get_type_hints(cls)
     fields = {json_name(f): f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
