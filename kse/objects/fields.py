@@ -92,6 +92,11 @@ def _priority_class_fields(pc: pb.PriorityClass) -> dict[str, str]:
     return {"metadata.name": pc.metadata.name, "metadata.namespace": ""}
 
 
+# Namespaced kinds whose only selectable fields are their name and namespace (upstream's
+# DefaultClusterScopedAttr / ObjectMetaFieldsSet), by `Object` oneof field.
+_META_ONLY = ("service", "replica_set", "deployment", "daemon_set", "pod_disruption_budget")
+
+
 def _namespaced_meta_fields(obj: Any) -> dict[str, str]:
     # The fields every namespaced kind supports (DefaultClusterScopedAttr / ObjectMetaFieldsSet).
     return {"metadata.name": obj.metadata.name, "metadata.namespace": obj.metadata.namespace}
@@ -109,11 +114,7 @@ _EXTRACTORS: dict[str, Callable[[Any], dict[str, str]]] = {
     "event": _event_fields,
     "priority_class": _priority_class_fields,
     "namespace": _namespace_fields,
-    "service": _namespaced_meta_fields,
-    "replica_set": _namespaced_meta_fields,
-    "deployment": _namespaced_meta_fields,
-    "daemon_set": _namespaced_meta_fields,
-    "pod_disruption_budget": _namespaced_meta_fields,
+    **dict.fromkeys(_META_ONLY, _namespaced_meta_fields),
 }
 
 SUPPORTED_FIELDS: dict[str, tuple[str, ...]] = {
@@ -123,10 +124,7 @@ SUPPORTED_FIELDS: dict[str, tuple[str, ...]] = {
     "Event": tuple(_event_fields(pb.Event())),
     "PriorityClass": tuple(_priority_class_fields(pb.PriorityClass())),
     "Namespace": tuple(_namespace_fields(pb.Namespace())),
-    **{
-        kind: ("metadata.name", "metadata.namespace")
-        for kind in ("Service", "ReplicaSet", "Deployment", "DaemonSet", "PodDisruptionBudget")
-    },
+    **{kind: ("metadata.name", "metadata.namespace") for kind in (BY_FIELD[f].kind for f in _META_ONLY)},
 }
 
 
@@ -175,7 +173,7 @@ _GETTERS: dict[str, dict[str, Callable[[Any], str]]] = {
             "metadata.name": lambda x: x.metadata.name,
             "metadata.namespace": lambda x: x.metadata.namespace,
         }
-        for field in ("service", "replica_set", "deployment", "daemon_set", "pod_disruption_budget")
+        for field in _META_ONLY
     },
 }
 
