@@ -398,6 +398,7 @@ async def _run_with_history(
             seed=cfg.seed,
             default_stop=cfg.stop_for,
             retry_period=cfg.retry_period,
+            renew_deadline=cfg.renew_deadline,
             say=say,
             settle_s=SETTLE_S,
             observer=measurements,

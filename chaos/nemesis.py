@@ -120,6 +120,7 @@ class Nemesis:
         leader_within: float = 60.0,
         lease: tuple[str, str] = ("kube-system", "kube-scheduler"),
         retry_period: float = 2.0,
+        renew_deadline: float = 10.0,
         say: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.backend = backend
@@ -130,6 +131,7 @@ class Nemesis:
         self.leader_within = leader_within
         self.lease_ref = lease
         self.retry_period = retry_period  # the replicas' --leader-elect-retry-period
+        self.renew_deadline = renew_deadline  # and their --leader-elect-renew-deadline
         self.say = say
         self.injected: list[FaultRecord] = []
         self.upgrades: list[UpgradeStats] = []  # one per node-upgrade fault, filled as it goes
@@ -616,10 +618,12 @@ class Nemesis:
         offset = spec.offset or 0.0
         rate = spec.rate if spec.rate is not None else 1.0
         # The replica reads its clock file every SKEW_FILE_CHECK_S, and a renewal already waiting
-        # wakes by the old rate (up to one retry period later): a leader that still renews after
-        # that has survived the skew; one that does not (a clock so slow that its retry period
-        # outlasts the lease) lost the lease to it.
-        effect = SKEW_FILE_CHECK_S + self.retry_period
+        # wakes by the old rate (up to one retry period later) and may take up to its renew
+        # deadline to land (a loaded machine): a leader that still renews after that has survived
+        # the skew; one that does not (a clock so slow that its retry period outlasts the lease)
+        # lost the lease to it. Without the renew deadline in the bound, that one late renewal
+        # (seen 1.1 s after a short run's fault on a loaded CI machine) read as "survived".
+        effect = SKEW_FILE_CHECK_S + self.retry_period + self.renew_deadline
         start = detail | {"offset_s": offset, "rate": rate, "effect_within_s": effect}
         if spec.duration is None:  # skewed for the rest of the run: the window lasts to the end
             self._record(time.time(), CLOCK_SKEW, r, start | {"phase": PHASE_START})

@@ -404,6 +404,7 @@ class Drive:
         seed: int = 0,
         default_stop: float = 5.0,
         retry_period: float = 2.0,
+        renew_deadline: float = 10.0,
         say: Callable[[str], None] = progress,
         settle_s: float = SETTLE_S,
         observer: DriveObserver | None = None,
@@ -415,6 +416,7 @@ class Drive:
         self.seed = seed
         self.default_stop = default_stop
         self.retry_period = retry_period
+        self.renew_deadline = renew_deadline
         self.say = say
         self.settle_s = settle_s
         self.observer: DriveObserver = observer or _NoObserver()
@@ -438,6 +440,7 @@ class Drive:
             seed=seed,
             default_stop=scenario.default_stop,
             retry_period=scenario.cluster.retry_period,
+            renew_deadline=scenario.cluster.renew_deadline,
             say=say,
             deployments=scenario.deployments,
         )
@@ -488,6 +491,7 @@ class Drive:
                 leader_within=60.0 + lease_duration,
                 lease=lease,
                 retry_period=self.retry_period,
+                renew_deadline=self.renew_deadline,
                 say=self.say,
             )
             self.nemesis = nemesis
