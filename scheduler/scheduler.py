@@ -7,10 +7,10 @@
         (any failure) ───────────┴──> Unreserve (reverse order), forget, handle_scheduling_failure
 
 The scheduling cycle is serial: one pod at a time against a snapshot no other cycle changes. It is
-synchronous unless extenders are configured; then it awaits their HTTP calls (Filter, Prioritize),
-still one pod at a time, and the snapshot stays as the cycle found it while informers go on
-filling the cache. An interested binder extender binds instead of the Bind plugins (``_bind``).
-The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
+synchronous unless extenders are configured; then it awaits their HTTP calls (Filter, Prioritize,
+and Preempt in the PostFilter), still one pod at a time, and the snapshot stays as the cycle found
+it while informers go on filling the cache. An interested binder extender binds instead of the Bind
+plugins (``_bind``). The binding cycle talks to the API server, so it runs as a task in a TaskGroup the
 scheduler owns, and the loop goes on with the next pod: the assumed pod is already counted in the
 cache. At most ``max_binds_in_flight`` binding cycles run at once; the loop waits for a free slot
 before it pops the next pod (backpressure instead of an unbounded pile of binds). A pod waiting at
@@ -695,7 +695,11 @@ class Scheduler:
             nominating: NominatingInfo | None = None
             if fwk.has_post_filter_plugins():
                 names = [ni.name for ni in self.snapshot.node_info_list]
-                res, s = fwk.run_post_filter_plugins(state, pod_info, diagnosis_statuses(e.diagnosis, names))
+                statuses = diagnosis_statuses(e.diagnosis, names)
+                if self.extenders:  # preemption asks their preemptVerb over HTTP
+                    res, s = await fwk.run_post_filter_plugins_async(state, pod_info, statuses)
+                else:
+                    res, s = fwk.run_post_filter_plugins(state, pod_info, statuses)
                 e.diagnosis.post_filter_msg = s.message() if s is not None else ""
                 if s is not None and s.code == Code.ERROR:
                     log.error("PostFilter for pod %s failed: %s", qpi.key, s.message())

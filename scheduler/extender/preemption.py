@@ -8,9 +8,10 @@ skipped when ignorable; otherwise preemption fails with its error. A node the an
 no victim is an error (``expected at least one victim pod on node "x"``), or dropped when the
 extender is ignorable. Once no node is left, no later extender is asked.
 
-This is the hook for the preemption evaluator: it calls ``process_preemption(fwk.extenders(),
-pod, victims, pods_on_node)`` with its candidates as node name -> (victim pods, PDB violations)
-and turns the answer back into candidates.
+The preemption evaluator's ``call_extenders`` (``Evaluator.preempt_async``, which the scheduler
+runs when it has extenders) calls ``process_preemption(handle.extenders(), pod, victims,
+pods_on_node)`` with its candidates as node name -> (victim pods, PDB violations) and turns the
+answer back into candidates.
 """
 
 from __future__ import annotations

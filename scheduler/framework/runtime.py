@@ -720,27 +720,35 @@ class Framework:
     ) -> tuple[PostFilterResult | None, Status | None]:
         """Until the first Success, Error or UnschedulableAndUnresolvable; else every plugin
         runs and their reasons are joined (upstream RunPostFilterPlugins)."""
-        result: PostFilterResult | None = None
-        reasons: list[str] = []
-        rejector = ""
+        fold = _PostFilterFold()
         for name, plugin in self._post_filter:
             try:
                 r, s = plugin.post_filter(state, pod_info, filtered_node_status)
             except Exception as e:
                 r, s = None, exception_status(e)
-            if not failed(s):
-                return r, s
-            assert s is not None
-            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return r, with_plugin(s, name)
-            if not s.is_rejected():
-                return None, error_status(s.message(), name, s.err)
-            if r is not None:  # ModeOverride (None is ModeNoop)
-                result = r
-            reasons.extend(s.reasons)
-            if not rejector:
-                rejector = name
-        return result, Status(Code.UNSCHEDULABLE, reasons, rejector)
+            if fold.add(name, r, s):
+                break
+        return fold.result()
+
+    async def run_post_filter_plugins_async(
+        self, state: CycleState, pod_info: PodInfo, filtered_node_status: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """`run_post_filter_plugins` for a scheduler with extenders: a plugin that has
+        `post_filter_async` (DefaultPreemption, whose evaluator then asks the extenders'
+        preemptVerb over HTTP) is awaited; the others run as usual."""
+        fold = _PostFilterFold()
+        for name, plugin in self._post_filter:
+            run_async = getattr(plugin, "post_filter_async", None)
+            try:
+                if run_async is not None:
+                    r, s = await run_async(state, pod_info, filtered_node_status)
+                else:
+                    r, s = plugin.post_filter(state, pod_info, filtered_node_status)
+            except Exception as e:
+                r, s = None, exception_status(e)
+            if fold.add(name, r, s):
+                break
+        return fold.result()
 
     # ------------------------------------------------------------------ PreScore / Score
 
@@ -952,3 +960,37 @@ class Framework:
                 await plugin.post_bind(state, pod_info, node_name)
             except Exception:
                 log.exception("PostBind of plugin %s failed for pod %s", name, pod_info.key)
+
+
+class _PostFilterFold:
+    """The outcome of the PostFilter plugins so far (upstream RunPostFilterPlugins' loop body):
+    `add` says whether to stop; `result` is the answer."""
+
+    def __init__(self) -> None:
+        self._done: tuple[PostFilterResult | None, Status | None] | None = None
+        self._result: PostFilterResult | None = None
+        self._reasons: list[str] = []
+        self._rejector = ""
+
+    def add(self, name: str, r: PostFilterResult | None, s: Status | None) -> bool:
+        if not failed(s):
+            self._done = (r, s)
+            return True
+        assert s is not None
+        if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            self._done = (r, with_plugin(s, name))
+            return True
+        if not s.is_rejected():
+            self._done = (None, error_status(s.message(), name, s.err))
+            return True
+        if r is not None:  # ModeOverride (None is ModeNoop)
+            self._result = r
+        self._reasons.extend(s.reasons)
+        if not self._rejector:
+            self._rejector = name
+        return False
+
+    def result(self) -> tuple[PostFilterResult | None, Status | None]:
+        if self._done is not None:
+            return self._done
+        return self._result, Status(Code.UNSCHEDULABLE, self._reasons, self._rejector)

@@ -4,6 +4,7 @@
 * filter, prioritize and bind through the sample: pods never land on the nodes it filters out,
   all land on the node it prefers (its score x weight x 10 outweighs the plugins'), and the
   binds are the extender's (its /stats count them; the scheduler's own binder sends none);
+* preemption: DefaultPreemption's candidates go to the sample's preemptVerb before one is chosen;
 * an unreachable extender: skipped when ignorable (pods schedule), otherwise every attempt fails
   with upstream's message in the FailedScheduling event and a PodScheduled=False/SchedulerError
   condition.
@@ -143,6 +144,44 @@ async def test_filter_prioritize_and_bind_through_the_sample_extender(
             assert binds == 0, metrics
             scheduled = [e for e in (await cs.events.list(NS)).items if e.reason == "Scheduled"]
             assert {e.involved_object.name for e in scheduled} == set(names)
+        finally:
+            code = await sched.stop()
+        assert code == 0, sched.log()
+
+
+async def test_preemption_asks_the_sample_extenders_preempt_verb(
+    apiserver: ApiServer, pki: PKI, tmp_path: Path
+) -> None:
+    """A high-priority pod that fits nowhere: DefaultPreemption's candidates go to the sample's
+    preemptVerb (upstream callExtenders), which agrees; the victim goes and the preemptor binds."""
+    cs = Clientset(await apiserver.channel("admin"), qps=0)
+    full = node("full")
+    for res in (full.status.capacity, full.status.allocatable):
+        res["cpu"] = "1"
+    await cs.nodes.create(full)
+    await cs.priority_classes.create(pb.PriorityClass(metadata=pb.ObjectMeta(name="high"), value=1000))
+    victim = pod("victim")
+    victim.spec.node_name = "full"
+    victim.spec.termination_grace_period_seconds = 0  # no kubelet here: deleted at once
+    victim.spec.containers[0].resources.requests["cpu"] = "900m"
+    await cs.pods.create(victim)
+    async with extender_sample(apiserver, tmp_path) as addr:
+        config = write_config(
+            tmp_path / "config.yaml",
+            f"extenders:\n- urlPrefix: http://{addr}/scheduler\n  preemptVerb: preempt\n",
+        )
+        sched = await start_scheduler(apiserver, pki, tmp_path, "--config", str(config))
+        try:
+            preemptor = pod("preemptor")
+            preemptor.spec.priority_class_name = "high"
+            preemptor.spec.containers[0].resources.requests["cpu"] = "900m"
+            await cs.pods.create(preemptor)
+            placed = await eventually(
+                lambda: bound_pods(cs), lambda m: bool(m.get("preemptor")), 60, "the preemptor bound"
+            )
+            assert placed == {"preemptor": "full"}, placed  # the victim is gone
+            status, body = await http_get(addr, "/stats")
+            assert status == 200 and json.loads(body).get("preempt", 0) >= 1, body
         finally:
             code = await sched.stop()
         assert code == 0, sched.log()

@@ -10,7 +10,8 @@
    victims. The scan stops once it has at least one candidate that violates no
    PodDisruptionBudget and ``num_candidates`` candidates in all; candidates that violate no PDB
    come first;
-3. (extenders: kse has none);
+3. the extenders with a preemptVerb narrow the candidates (``preempt_async``, which a scheduler
+   with extenders runs: their calls are HTTP);
 4. the best candidate (``pick_one_node_for_preemption``);
 5. its preparation, asynchronously as upstream's SchedulerAsyncPreemption (on by default since
    v1.33): the lower-priority pods nominated to that node lose their nomination, every victim
@@ -39,6 +40,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from kse.objects.meta import uid_key
 from proto import kse_pb2 as pb
+from scheduler.extender.http import ExtenderError, HTTPExtender
+from scheduler.extender.preemption import process_preemption
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import PostFilterResult, SharedLister
 from scheduler.framework.nodeinfo import NodeInfo
@@ -76,6 +79,15 @@ class PreemptionOutcome:
 
 
 ScoreFunc = Callable[[str], int]
+
+
+@dataclass
+class _Found:
+    """What steps 0-2 of Preempt hand to the rest: the newest preemptor and its candidates."""
+
+    pod: pb.Pod
+    executor: PreemptionExecutor | None
+    candidates: list[Candidate]
 
 
 @runtime_checkable
@@ -144,6 +156,8 @@ class PreemptionHandle(Protocol):
 
     def preemption_executor(self) -> PreemptionExecutor | None: ...
 
+    def extenders(self) -> Sequence[HTTPExtender]: ...
+
 
 class Evaluator:
     """Upstream preemption.Evaluator (see the module doc)."""
@@ -183,7 +197,54 @@ class Evaluator:
         """Upstream Evaluator.Preempt: (result, status) as documented there: (None, Error) a
         transient error; (None, Unschedulable) not eligible, nomination unchanged;
         (PostFilterResult(""), Unschedulable) preemption cannot help, nomination cleared;
-        (PostFilterResult(node), None) nominated to `node`, victims being deleted."""
+        (PostFilterResult(node), None) nominated to `node`, victims being deleted.
+
+        Without extenders: a scheduler with a preempting extender runs `preempt_async`."""
+        found = self._find(state, pod_info, node_to_status)
+        if isinstance(found, tuple):
+            return found
+        return self._choose(found)
+
+    async def preempt_async(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """`preempt` with step 3: the extenders' preemptVerb narrows the candidates (upstream
+        callExtenders) before the best one is chosen. An extender's failure that is not
+        ignorable is an Error status, as upstream's AsStatus(err)."""
+        found = self._find(state, pod_info, node_to_status)
+        if isinstance(found, tuple):
+            return found
+        try:
+            found.candidates = await self.call_extenders(found.pod, found.candidates)
+        except ExtenderError as e:
+            return None, Status(Code.ERROR, [str(e)], err=e)
+        return self._choose(found)
+
+    async def call_extenders(self, pod: pb.Pod, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """Upstream callExtenders: the candidates once every preempting extender interested in
+        the pod had its say, in the dry run's order (upstream rebuilds them from a map, in no
+        order; SelectCandidate decides either way). Raises ExtenderError."""
+        extenders = self.handle.extenders()
+        if not extenders or not candidates:
+            return list(candidates)
+        lister = self.handle.snapshot_shared_lister().node_infos()
+
+        def pods_on_node(name: str) -> list[pb.Pod] | None:
+            try:
+                return [pi.pod for pi in lister.get(name).pods]
+            except KeyError:
+                return None
+
+        victims = {c.name: (list(c.victims), c.num_pdb_violations) for c in candidates}
+        narrowed = await process_preemption(extenders, pod, victims, pods_on_node)
+        order = {c.name: i for i, c in enumerate(candidates)}
+        names = sorted(narrowed, key=lambda name: order.get(name, len(order)))
+        return [Candidate(name, list(narrowed[name][0]), narrowed[name][1]) for name in names]
+
+    def _find(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status]
+    ) -> _Found | tuple[PostFilterResult | None, Status | None]:
+        """Steps 0-2 of Preempt: the candidates, or the answer when there are none."""
         self.last_outcome = PreemptionOutcome()
         executor = self.handle.preemption_executor()
         pod = pod_info.pod
@@ -216,13 +277,17 @@ class Evaluator:
             return PostFilterResult(""), Status(
                 Code.UNSCHEDULABLE, [str(FitError(pod, len(all_nodes), diagnosis))]
             )
+        return _Found(pod, executor, candidates)
 
-        best = self.select_candidate(candidates)
+    def _choose(self, found: _Found) -> tuple[PostFilterResult | None, Status | None]:
+        """Steps 4-5 of Preempt: the best candidate, nominated, its victims' deletion started."""
+        best = self.select_candidate(found.candidates)
         if best is None or not best.name:
             return None, Status(Code.UNSCHEDULABLE, ["no candidate node for preemption"])
+        assert self.last_outcome is not None
         self.last_outcome.chosen = best
-        if executor is not None:
-            self.prepare_candidate_async(executor, best, pod)
+        if found.executor is not None:
+            self.prepare_candidate_async(found.executor, best, found.pod)
         return PostFilterResult(best.name), None
 
     def find_candidates(

@@ -579,3 +579,53 @@ def test_extenders_register_for_every_event() -> None:
     fwk.set_extenders([ext("http://x", filter_verb="filter")])
     assert fwk.extenders()[0].name() == "http://x"
     assert len(fwk.events_to_register()[NAME]) > 1
+
+
+async def test_default_preemption_asks_the_preempting_extenders() -> None:
+    """Evaluator.preempt_async (upstream Preempt step 3, callExtenders): the extender's answer
+    narrows the candidates before the best is chosen; a failing extender that is not ignorable is
+    the PostFilter's Error, an ignorable one is skipped."""
+    from tests.unit.scheduler.test_plugin_defaultpreemption import ONE_POD, U, framework, plugin_of
+    from tests.unit.scheduler.test_plugin_defaultpreemption import node as capped_node
+    from tests.unit.scheduler.test_plugin_defaultpreemption import pod as prio_pod
+
+    preemptor = prio_pod("p", priority=1000).obj()
+    on_nodes = [prio_pod("v1", "node1").obj(), prio_pod("v2", "node2").obj()]
+    node_list = [capped_node("node1", ONE_POD), capped_node("node2", ONE_POD)]
+    statuses = {"node1": U, "node2": U}
+
+    async def run(extenders: list[HTTPExtender]) -> tuple[Any, Any]:
+        fwk, _ = framework(on_nodes, node_list)
+        fwk.set_extenders(extenders)
+        plugin_of(fwk)  # the deterministic offset, as upstream's tests
+        state = CycleState()
+        pi = PodInfo(preemptor)
+        fwk.run_pre_filter_plugins(state, pi)
+        return await fwk.run_post_filter_plugins_async(state, pi, statuses)
+
+    unnarrowed, status = await run([])
+    assert status is None and unnarrowed.nominated_node_name in ("node1", "node2")
+    other = "node2" if unnarrowed.nominated_node_name == "node1" else "node1"
+    keep_other = {"nodeNameToMetaVictims": {other: {"pods": [{"uid": other.replace("node", "v")}]}}}
+    app, seen = scripted(
+        keep=lambda b: keep_other,
+        fail=lambda b: web.Response(status=500, text="no"),
+    )
+    async with serve(app) as url:
+        keep = ext(url + "/prefix", preempt_verb="keep", node_cache_capable=True)
+        fail = ext(url + "/prefix", preempt_verb="fail", node_cache_capable=True)
+        lenient = ext(url + "/prefix", preempt_verb="fail", node_cache_capable=True, ignorable=True)
+        try:
+            narrowed, status = await run([keep])
+            assert status is None and narrowed.nominated_node_name == other
+            assert sorted(seen[-1][1]["nodeNameToMetaVictims"]) == ["node1", "node2"]
+
+            result, status = await run([fail])
+            assert result is None and status is not None and status.code == Code.ERROR
+            assert "preempt" in status.message() and status.plugin == "DefaultPreemption"
+
+            skipped, status = await run([lenient, keep])
+            assert status is None and skipped.nominated_node_name == other
+        finally:
+            for e in (keep, fail, lenient):
+                await e.close()

@@ -89,10 +89,14 @@ class DefaultPreemption:
     def post_filter(
         self, state: CycleState, pod_info: PodInfo, filtered_node_status: Mapping[str, Status]
     ) -> tuple[PostFilterResult | None, Status | None]:
-        result, status = self.evaluator.preempt(state, pod_info, filtered_node_status)
-        if status is not None and status.message():
-            return result, Status(status.code, [f"preemption: {status.message()}"], err=status.err)
-        return result, status
+        return _prefixed(*self.evaluator.preempt(state, pod_info, filtered_node_status))
+
+    async def post_filter_async(
+        self, state: CycleState, pod_info: PodInfo, filtered_node_status: Mapping[str, Status]
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """`post_filter` that also asks the extenders' preemptVerb (the framework awaits this
+        one when the scheduler has extenders)."""
+        return _prefixed(*await self.evaluator.preempt_async(state, pod_info, filtered_node_status))
 
     # ------------------------------------------------------------------ PreEnqueue
 
@@ -335,3 +339,12 @@ def new(args: Mapping[str, Any] | None, handle: FrameworkHandle) -> DefaultPreem
     # The Framework is the handle; it has the preemption methods (checked when they are used, so
     # that the registry can probe the plugin's extension points with a bare handle).
     return DefaultPreemption(cast(PreemptionHandle, handle), pct, absolute)
+
+
+def _prefixed(
+    result: PostFilterResult | None, status: Status | None
+) -> tuple[PostFilterResult | None, Status | None]:
+    """The evaluator's answer with the FailedScheduling message's "preemption: " part."""
+    if status is not None and status.message():
+        return result, Status(status.code, [f"preemption: {status.message()}"], err=status.err)
+    return result, status

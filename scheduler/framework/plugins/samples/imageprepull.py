@@ -117,8 +117,12 @@ class ImagePrePull:
                 del self._waiting[uid]
                 wp = self._get_waiting_pod(uid)
                 if wp is not None:
-                    log.info("images of pod %s/%s are on node %s: allowed", wp.get_pod().metadata.namespace,
-                             wp.get_pod().metadata.name, node_name)
+                    log.info(
+                        "images of pod %s/%s are on node %s: allowed",
+                        wp.get_pod().metadata.namespace,
+                        wp.get_pod().metadata.name,
+                        node_name,
+                    )
                     wp.allow(NAME)
 
     def _get_waiting_pod(self, uid: str) -> Any:
