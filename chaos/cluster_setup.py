@@ -56,9 +56,10 @@ async def final_state(
     settle_s: float,
     young_s: float = 0.0,
     say: Callable[[str], None] = lambda _m: None,
-) -> tuple[list[pb.Pod], list[pb.Node], float]:
+) -> tuple[list[pb.Pod], list[pb.Node], float, int]:
     """Stop the workload (if we own it), give the leader up to `settle_s` to bind what is pending,
-    then list pods and nodes; returns them and the wall-clock time the pods were listed at.
+    then list pods and nodes; returns them, the wall-clock time the pods were listed at, and the
+    list's revision (a pod created after it cannot be in the snapshot: `no_pod_vanished`).
 
     With a workload still running (attached to a cluster we did not start), pods keep arriving:
     pending pods younger than `young_s` (by creationTimestamp) are not waited for; the checker is
@@ -69,7 +70,8 @@ async def final_state(
     deadline = time.monotonic() + settle_s
     while True:
         listed_at = time.time()
-        pods = (await clientset.pods.list_all("")).items
+        listed = await clientset.pods.list_all("")
+        pods = listed.items
         cutoff = listed_at - young_s
         pending = [
             p
@@ -84,4 +86,4 @@ async def final_state(
     if pending:
         say(f"{len(pending)} pods still pending after {settle_s:g}s")
     nodes = (await clientset.nodes.list_all("")).items
-    return pods, nodes, listed_at
+    return pods, nodes, listed_at, int(listed.resource_version or 0)

@@ -83,6 +83,7 @@ __all__ = [
     "WatchRecorder",
     "fault_windows",
     "load_snapshot",
+    "load_snapshot_revision",
     "object_key",
     "read_jsonl",
     "to_node",
@@ -324,11 +325,13 @@ def write_snapshot(
     nodes: Iterable[pb.Node],
     *,
     created: Iterable[pb.Pod] = (),
+    pods_revision: int | None = None,
     pdbs: Iterable[pb.PodDisruptionBudget] = (),
     deployments: Iterable[pb.Deployment] = (),
 ) -> None:
-    """Write the final state (and optionally every pod created during the run, the disruption
-    budgets and Deployments the drain invariants judge) as `final.json`."""
+    """Write the final state (and optionally every pod created during the run, the revision the
+    pods were listed at, the disruption budgets and Deployments the drain invariants judge) as
+    `final.json`."""
 
     def dump(objs: Iterable[Message]) -> list[dict[str, Any]]:
         return [json_format.MessageToDict(o) for o in objs]
@@ -337,6 +340,7 @@ def write_snapshot(
         "pods": dump(pods),
         "nodes": dump(nodes),
         "created": dump(created),
+        "pods_revision": pods_revision,
         "pdbs": dump(pdbs),
         "deployments": dump(deployments),
     }
@@ -354,6 +358,12 @@ def load_snapshot(path: Path | str) -> tuple[list[pb.Pod], list[pb.Node], list[p
         [to_node(o) for o in data.get("nodes", [])],
         [to_pod(o) for o in data.get("created", [])],
     )
+
+
+def load_snapshot_revision(path: Path | str) -> int | None:
+    """The revision the snapshot's pods were listed at (None for a snapshot without it)."""
+    value = json.loads(Path(path).read_text(encoding="utf-8")).get("pods_revision")
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def load_workloads(path: Path | str) -> tuple[list[pb.PodDisruptionBudget], list[pb.Deployment]]:
@@ -577,6 +587,9 @@ class History:
     pods: list[pb.Pod] | None = None
     nodes: list[pb.Node] | None = None
     created: list[pb.Pod] = field(default_factory=list)
+    # The revision `pods` were listed at (None: unknown). Attached to a cluster whose workload
+    # goes on, pods created after it are in the audit log and the informer but not the snapshot.
+    snapshot_revision: int | None = None
     # The drain invariants' inputs: the pods' availability timeline, the final budgets and
     # Deployments, and the cordons (faults "cordon" / "uncordon" with detail["revision"]).
     pod_states: list[PodStateRecord] = field(default_factory=list)
@@ -609,10 +622,12 @@ class History:
         pods: list[pb.Pod] | None = None
         nodes: list[pb.Node] | None = None
         created: list[pb.Pod] = []
+        snapshot_revision: int | None = None
         pdbs: list[pb.PodDisruptionBudget] = []
         deployments: list[pb.Deployment] = []
         if snapshot is not None and snapshot.exists():
             pods, nodes, created = load_snapshot(snapshot)
+            snapshot_revision = load_snapshot_revision(snapshot)
             pdbs, deployments = load_workloads(snapshot)
         audit_recs = [r for p in audit for r in read_audit_log(p)]
         audit_recs.sort(key=lambda r: r.ts)  # stable: file order within a log
@@ -624,6 +639,7 @@ class History:
             pods=pods,
             nodes=nodes,
             created=created,
+            snapshot_revision=snapshot_revision,
             pod_states=[r for p in timeline for r in read_timeline(p)],
             pdbs=pdbs,
             deployments=deployments,

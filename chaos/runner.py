@@ -512,7 +512,7 @@ class Drive:
                 await self.observer.finished()
                 with contextlib.suppress(NemesisError):
                     await nemesis.wait_for_leader(30.0 + lease_duration)
-                final_pods, nodes, self.snapshot_at = await final_state(
+                final_pods, nodes, self.snapshot_at, pods_revision = await final_state(
                     clientset,
                     stop_workload=stop_workload,
                     settle_s=self.settle_s,
@@ -526,6 +526,7 @@ class Drive:
                 final_pods,
                 nodes,
                 created=self.created.values(),
+                pods_revision=pods_revision,
                 pdbs=pdbs,
                 deployments=deployments,
             )

@@ -268,6 +268,13 @@ def pods_bound_once(
 # ---------------------------------------------------------------- 1b. no_pod_vanished
 
 
+def _revision_of(pod: pb.Pod) -> int:
+    try:
+        return int(pod.metadata.resource_version or 0)
+    except ValueError:
+        return 0
+
+
 def no_pod_vanished(history: History) -> InvariantResult:
     """Every pod the history shows created is either in the final snapshot or has an accepted
     delete / evict record (by uid) in the audit log; a pod that is neither is `vanished`.
@@ -279,6 +286,8 @@ def no_pod_vanished(history: History) -> InvariantResult:
     that was refused or CANCELLED (its outcome unknown to the API server) is not a recorded delete;
     the violation lists such attempts, to tell a lost record from a lost pod.
     Needs the final snapshot and an audit log (SKIPPED without either: nothing to hold deletes to).
+    Pods created after the revision the snapshot was listed at (`history.snapshot_revision`: a run
+    attached to a cluster whose workload goes on) cannot be in it and are not judged.
     """
     name = "no_pod_vanished"
     if history.pods is None:
@@ -287,21 +296,29 @@ def no_pod_vanished(history: History) -> InvariantResult:
         return InvariantResult(name, True, "SKIPPED: no audit log (deletes cannot be seen)", [], {})
     idx = _PodIndex(history)
     created: set[str] = set()
+    later: set[str] = set()  # created after the snapshot's list: not judged
+    cut = history.snapshot_revision
     for p in history.created:
         uid = p.metadata.uid or f"name:{key_of(p)}"
         idx.keys.setdefault(uid, key_of(p))
-        created.add(uid)
+        # An informer's pod carries the revision it was delivered at: for a pod added by its
+        # watch, the creating one.
+        if cut is not None and _revision_of(p) > cut:
+            later.add(uid)
+        else:
+            created.add(uid)
     deleted: set[str] = set()
     attempts: dict[str, list[str]] = defaultdict(list)  # key -> codes of deletes not accepted
     for r in sorted((r for r in history.audit if r.resource == "pods"), key=_rev):
         if r.code == "OK" and r.revision is not None:
             if r.verb == "create":
-                created.add(idx.uid_of(r))
+                (later if cut is not None and r.revision > cut else created).add(idx.uid_of(r))
             elif r.verb in DELETING_VERBS:
                 deleted.add(idx.uid_of(r))
         elif r.verb in DELETING_VERBS:
             attempts[_key(r)].append(f"{r.verb} {r.code}")
     present = set(idx.final)
+    later -= created
     vanished = sorted(created - present - deleted, key=lambda u: (idx.keys.get(u, u), u))
     violations = [
         {"kind": "vanished", "pod": idx.keys.get(u, u), "uid": u}
@@ -318,6 +335,8 @@ def no_pod_vanished(history: History) -> InvariantResult:
         f"{counts['created']} pods created: {counts['present']} present at the end, "
         f"{counts['deleted']} deleted (accepted delete / evict), {counts['vanished']} vanished"
     )
+    if later:
+        detail += f" ({len(later)} created after the snapshot's list at revision {cut}, not judged)"
     if violations:
         detail += "; absent from the final snapshot with no accepted delete: " + _examples(
             str(v["pod"]) for v in violations

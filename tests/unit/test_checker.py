@@ -921,3 +921,22 @@ def test_fault_labels_that_would_overlap_go_to_separate_lanes() -> None:
     # Past the cap, a label goes to the lane that frees first.
     assert _label_lanes([0.0, 0.5, 1.0], [10.0, 3.0, 3.0], max_lanes=2) == [0, 1, 1]
     assert _label_lanes([], []) == []
+
+
+def test_pods_created_after_the_snapshots_list_are_not_judged() -> None:
+    """Attached to a cluster whose workload goes on, a pod created after the final list is in the
+    audit log (and the informer) but cannot be in the snapshot; one created before it still must."""
+    r, final, nodes = bound_run(5)
+    cut = max(rec.revision or 0 for rec in r.audit)
+    r.create_pod(9.0, "after", "u-after")
+    late = pod("informer-late", "u-informer-late")
+    late.metadata.resource_version = str(cut + 5)
+    h = r.history(pods=final, nodes=nodes, created=[late], snapshot_revision=cut)
+    res = no_pod_vanished(h)
+    assert res.passed, res.detail
+    assert "2 created after the snapshot's list" in res.detail
+    # Without the revision (or with one after those creates), both are vanished pods.
+    res = no_pod_vanished(r.history(pods=final, nodes=nodes, created=[late]))
+    assert {v["pod"] for v in res.violations} == {"default/after", "default/informer-late"}
+    res = no_pod_vanished(r.history(pods=final, nodes=nodes, created=[late], snapshot_revision=cut + 10))
+    assert {v["pod"] for v in res.violations} == {"default/after", "default/informer-late"}
