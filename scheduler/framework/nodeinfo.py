@@ -494,6 +494,7 @@ class ResourceArrays:
         "alloc_memory",
         "alloc_milli_cpu",
         "allowed_pod_number",
+        "generation",
         "hard_taints",
         "has_images",
         "nz_memory",
@@ -541,6 +542,9 @@ class ResourceArrays:
         self.unschedulable, self.hard_taints, self.soft_taints, self.has_images = (
             flags[k].copy() for k in range(4)
         )
+        # Each NodeInfo's generation: which nodes changed since a cycle (`Aggregate` in
+        # InterPodAffinity) without looking at every NodeInfo.
+        self.generation = np.fromiter((ni.generation for ni in node_infos), dtype=np.int64, count=n)
         self._scalars: dict[
             str, tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]]
         ] = {}
@@ -575,6 +579,7 @@ class ResourceArrays:
         self.nz_milli_cpu[index] = z.milli_cpu
         self.nz_memory[index] = z.memory
         self.pod_count[index] = len(ni.pods)
+        self.generation[index] = ni.generation
         (
             self.unschedulable[index],
             self.hard_taints[index],
@@ -664,7 +669,7 @@ class Snapshot:
                 bool(ni.pods_with_required_anti_affinity),
             ),
         ):
-            listed = any(x is ni for x in lst)
+            listed = ni in lst  # NodeInfo has no __eq__: identity, at C speed
             if has and not listed:
                 lst.append(ni)
             elif listed and not has:

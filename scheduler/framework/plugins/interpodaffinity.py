@@ -284,13 +284,24 @@ class Aggregate:
         self.sums: dict[Hashable, int] = {}
         self.refs: dict[Hashable, int] = {}
 
+    def tracks(self, nodes: list[NodeInfo]) -> bool:
+        """Whether `update(nodes, ...)` goes on from the sums so far (else it starts afresh)."""
+        return nodes is self._nodes and len(nodes) == self._len
+
     def update(
-        self, nodes: list[NodeInfo], compute: Callable[[NodeInfo], tuple[tuple[Hashable, int], ...]]
+        self,
+        nodes: list[NodeInfo],
+        compute: Callable[[NodeInfo], tuple[tuple[Hashable, int], ...]],
+        generations: npt.NDArray[np.int64] | None = None,
     ) -> None:
-        if nodes is not self._nodes or len(nodes) != self._len:
+        """`generations` (the snapshot's array of the nodes' generations, in `nodes`' order)
+        finds the changed nodes without a Python pass over all of them."""
+        if not self.tracks(nodes):
             self._nodes, self._len, self._generation = nodes, len(nodes), -1
             self._contrib, self.sums, self.refs = {}, {}, {}
             changed: Iterable[NodeInfo] = nodes
+        elif generations is not None:
+            changed = map(nodes.__getitem__, np.flatnonzero(generations > self._generation).tolist())
         else:
             last = self._generation
             changed = [ni for ni in nodes if ni.generation > last]
@@ -323,7 +334,7 @@ class LabelIndex:
     NodeInfo's labels dict is replaced on every node update and shared by its clones, so
     identity tells)."""
 
-    __slots__ = ("_labels", "by_pair", "n")
+    __slots__ = ("_labels", "by_pair", "n", "pair_ix")
 
     def __init__(self, infos: Sequence[NodeInfo]) -> None:
         self._labels = [ni.labels for ni in infos]  # kept alive, so identities stay unique
@@ -335,6 +346,25 @@ class LabelIndex:
         self.by_pair = {
             k: {v: np.array(ix, np.intp) for v, ix in vals.items()} for k, vals in by_pair.items()
         }
+        # the same arrays by (key, value): what the counts dicts are keyed by
+        self.pair_ix: dict[TopologyPair, npt.NDArray[np.intp]] = {
+            (k, v): ix for k, vals in self.by_pair.items() for v, ix in vals.items()
+        }
+
+    def nodes_of_positive(self, counts: Mapping[TopologyPair, int]) -> list[npt.NDArray[np.intp]]:
+        """The node indices of every pair with a count > 0. Counts of matching pods are
+        positive; only a preemption dry run's removals (update_with_pod) leave zeros or less,
+        so the common case is C-level lookups (a `keys() &` would walk the larger index)."""
+        pair_ix = self.pair_ix
+        if not counts:
+            return []
+        if min(counts.values()) <= 0:
+            return [ix for pair, n in counts.items() if n > 0 and (ix := pair_ix.get(pair)) is not None]
+        common = list(filter(pair_ix.__contains__, counts))
+        if not common:
+            return []
+        got = operator.itemgetter(*common)(pair_ix)
+        return [got] if len(common) == 1 else list(got)
 
     def valid_for(self, infos: Sequence[NodeInfo]) -> bool:
         return len(infos) == self.n and all(map(operator.is_, self._labels, map(_LABELS_OF, infos)))
@@ -420,18 +450,10 @@ class _PreFilterState:
                 required, self.pod_info.pod, self.pod_info.labels
             )
             ok &= has_all & (pods_exist | self_match)
-        anti_keys = {t.topology_key for t in self.terms.required_anti_affinity}
-        by_pair = index.by_pair
-        blocked = [
-            ix
-            for (k, v), n in self.anti_affinity_counts.items()
-            if n > 0 and k in anti_keys and (ix := by_pair.get(k, {}).get(v)) is not None
-        ]
-        blocked += [
-            ix
-            for (k, v), n in self.existing_anti_affinity_counts.items()
-            if n > 0 and (ix := by_pair.get(k, {}).get(v)) is not None
-        ]
+        # anti_affinity_counts holds only pairs of the incoming pod's anti-affinity topology keys
+        # (_count_incoming and update_with_pod count per term), as `passes` reads them.
+        blocked = index.nodes_of_positive(self.anti_affinity_counts)
+        blocked += index.nodes_of_positive(self.existing_anti_affinity_counts)
         if blocked:
             ok[np.concatenate(blocked)] = False
         return ok
@@ -598,6 +620,8 @@ class InterPodAffinity:
     ) -> None:
         self._handle = handle
         self._memo = NodeMemo()
+        # Per existing-anti-affinity key: node name -> why kse cannot tell (namespaceSelector).
+        self._refusals: dict[Hashable, dict[str, str]] = {}
         self._aggregates: OrderedDict[Hashable, Aggregate] = OrderedDict()
         self._index: LabelIndex | None = None
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
@@ -708,9 +732,38 @@ class InterPodAffinity:
         self, s: _PreFilterState, pod_info: PodInfo, nodes: Sequence[NodeInfo]
     ) -> str | None:
         """Existing pods' required anti-affinity terms that match the incoming pod, per topology
-        pair (upstream getExistingAntiAffinityCounts); or why kse cannot tell."""
+        pair (upstream getExistingAntiAffinityCounts); or why kse cannot tell. `nodes` are the
+        snapshot's nodes with such pods; over the snapshot's own list, the sums are kept up to
+        date incrementally (`Aggregate`: only nodes changed since the last pod of this namespace
+        and labels are rescanned), since that list itself changes with every such pod bound."""
         pod, labels = pod_info.pod, pod_info.labels
-        table = self._memo.table(("existing", pod.metadata.namespace, frozenset(labels.items())))
+        key = ("existing", pod.metadata.namespace, frozenset(labels.items()))
+        lister = self._lister()
+        if nodes is lister.have_pods_with_required_anti_affinity_list():
+            agg = self._aggregate(key)
+            all_nodes = lister.list()
+            if not agg.tracks(all_nodes):
+                self._refusals.pop(key, None)  # every node is scanned afresh
+            refusals = self._refusals.setdefault(key, {})
+            if len(self._refusals) > len(self._aggregates):
+                self._refusals = {k: v for k, v in self._refusals.items() if k in self._aggregates}
+
+            def contribution(ni: NodeInfo) -> _Pairs:
+                refusals.pop(ni.name, None)
+                if not ni.pods_with_required_anti_affinity:
+                    return ()
+                got = _existing_contribution(ni, pod, labels)
+                if isinstance(got, str):
+                    refusals[ni.name] = got
+                    return ()
+                return got
+
+            agg.update(all_nodes, contribution, lister.arrays().generation)
+            if refusals:
+                return next(iter(refusals.values()))
+            s.existing_anti_affinity_counts = cast(dict[TopologyPair, int], dict(agg.sums))
+            return None
+        table = self._memo.table(key)
         counts = s.existing_anti_affinity_counts
         for ni in nodes:
             if ni.node is None:
@@ -718,10 +771,10 @@ class InterPodAffinity:
             got = table.get(ni.name)
             if got is None or got[0] != ni.generation:
                 got = table[ni.name] = (ni.generation, _existing_contribution(ni, pod, labels))
-            contribution = got[1]
-            if isinstance(contribution, str):
-                return contribution
-            for pair, n in contribution:
+            found = got[1]
+            if isinstance(found, str):
+                return found
+            for pair, n in found:
                 counts[pair] = counts.get(pair, 0) + n
         return None
 
@@ -751,18 +804,23 @@ class InterPodAffinity:
         aff_counts, anti_counts = s.affinity_counts, s.anti_affinity_counts
         snapshot_nodes = self._lister().list()
         if nodes is snapshot_nodes:
-            agg = self._aggregate(("incoming", affinity, anti))
-
-            def tagged(ni: NodeInfo) -> tuple[tuple[Hashable, int], ...]:
-                if not ni.pods:
-                    return ()
-                aff_pairs, anti_pairs = _incoming_contribution(ni, affinity, anti)
-                return tuple(((0, p), n) for p, n in aff_pairs) + tuple(((1, p), n) for p, n in anti_pairs)
-
-            agg.update(snapshot_nodes, tagged)
-            for tagged_pair, n in agg.sums.items():
-                tag, pair = cast(tuple[int, TopologyPair], tagged_pair)
-                (aff_counts if tag == 0 else anti_counts)[pair] = n
+            # Two sums, one per kind, so each is the counts dict as it is (no re-keying per pair).
+            if affinity:
+                agg = self._aggregate(("incoming-affinity", affinity))
+                agg.update(
+                    snapshot_nodes,
+                    lambda ni: _incoming_contribution(ni, affinity, ())[0] if ni.pods else (),
+                    self._lister().arrays().generation,
+                )
+                s.affinity_counts = cast(dict[TopologyPair, int], dict(agg.sums))
+            if anti:
+                agg = self._aggregate(("incoming-anti-affinity", anti))
+                agg.update(
+                    snapshot_nodes,
+                    lambda ni: _incoming_contribution(ni, (), anti)[1] if ni.pods else (),
+                    self._lister().arrays().generation,
+                )
+                s.anti_affinity_counts = cast(dict[TopologyPair, int], dict(agg.sums))
             return
         table = self._memo.table(("incoming", affinity, anti))
         for ni in self._nodes_with_pods(nodes):
@@ -858,7 +916,11 @@ class InterPodAffinity:
         if has_constraints:
             # the incoming pod's preferred terms over every pod
             agg = self._aggregate(("score-incoming", terms.preferred_affinity, terms.preferred_anti_affinity))
-            agg.update(all_nodes, lambda ni: _resolved(ni, _incoming_score_contribution(ni, terms)))
+            agg.update(
+                all_nodes,
+                lambda ni: _resolved(ni, _incoming_score_contribution(ni, terms)),
+                lister.arrays().generation,
+            )
             sums.append(agg.sums)
 
         # existing pods' terms towards the incoming pod (only pods with affinity have any)
@@ -870,7 +932,7 @@ class InterPodAffinity:
         key = ("score-existing", hard_weight, pod.metadata.namespace, frozenset(labels.items()))
         if len(with_affinity) * 4 > len(all_nodes):
             agg = self._aggregate(key)
-            agg.update(all_nodes, existing)
+            agg.update(all_nodes, existing, lister.arrays().generation)
             sums.append(agg.sums)
         else:
             # few nodes with such pods: sum them (each node's share memoized)

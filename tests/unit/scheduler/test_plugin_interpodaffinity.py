@@ -458,3 +458,44 @@ def test_counts_follow_the_cluster_across_cycles() -> None:
     snap.refresh(0)
     snap.refresh(1)
     assert cycle(pod("p3", labels={"app": "web"}, required=anti, preferred=pref)) == ([True, False], [0, 3])
+
+
+def test_existing_anti_affinity_and_its_refusals_follow_the_cluster_across_cycles() -> None:
+    """The incremental sums of existing pods' anti-affinity: pods with such terms added and removed
+    between cycles of one plugin instance give what a fresh scan gives, and a refusal (a
+    namespaceSelector that may select the pod) ends with the pod that caused it."""
+    nodes = [node("n1", zone="a"), node("n2", zone="b")]
+    snap = Snapshot.from_objects([], nodes)
+    pl = plugin(snap)
+    n1, n2 = snap.list()
+    incoming = {"app": "web"}
+
+    def cycle() -> list[bool] | Status:
+        state, pi = new_state(), PodInfo(pod("p", labels=incoming))
+        _, s = pl.pre_filter(state, pi, snap.list())
+        if s is not None:
+            return s if s.code != Code.SKIP else [True, True]
+        passed = [pl.filter(state, pi, n) is None for n in (n1, n2)]
+        assert pl.filter_nodes(state, pi, snap, np.arange(2)).tolist() == passed
+        return passed
+
+    def changed(*indices: int) -> None:
+        for i in indices:
+            snap.refresh(i)  # as the cache does after changing a NodeInfo in place
+
+    assert cycle() == [True, True]
+    guard = n1.add_pod(pod("guard", "n1", required=[(ANTI, term(sel(key="app", values=["web"]), ZONE))]))
+    changed(0)
+    assert cycle() == [False, True]
+    shy = pod("shy", "n2", ns="other", required=[(ANTI, term(sel(key="app", values=["web"]), ZONE, ns_selector=sel(key="team", values=["a"])))])  # fmt: skip
+    shy_info = n2.add_pod(shy)
+    changed(1)
+    refused = cycle()
+    assert isinstance(refused, Status) and refused.code == NEVER and "other/shy" in refused.reasons[0]
+    n2.remove_pod(shy_info)
+    changed(1)
+    assert cycle() == [False, True]
+    n1.remove_pod(guard)
+    n2.add_pod(pod("guard2", "n2", required=[(ANTI, term(sel(key="app", values=["web"]), ZONE))]))
+    changed(0, 1)
+    assert cycle() == [True, False]
