@@ -34,7 +34,7 @@ from kse.config import ConnectionFile
 from kse.durations import DurationError, DurationFlag, PositiveDuration, non_negative_duration
 from kse.durations import positive_duration as positive_duration  # re-export (tests)
 from kse.fileio import write_atomic
-from kse.flags.argtypes import non_negative_float, non_negative_int, positive_int
+from kse.flags.argtypes import boolean, non_negative_float, non_negative_int, positive_int
 from kse.flags.connection_args import (
     add_connection_flags,
     connection_from_args,
@@ -71,15 +71,6 @@ def fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
-
-
-def boolean(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "t", "1", "yes"):
-        return True
-    if value in ("false", "f", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def byte_size(text: str) -> int:
