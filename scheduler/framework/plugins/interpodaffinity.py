@@ -713,11 +713,8 @@ class InterPodAffinity:
         unsupported = _unsupported_namespace_selector(terms)
         if unsupported is not None:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [unsupported])
-        lister = self._lister()
         s = _PreFilterState(terms, pod_info)
-        refusal = self._count_existing_anti_affinity(
-            s, pod_info, lister.have_pods_with_required_anti_affinity_list()
-        )
+        refusal = self._count_existing_anti_affinity(s, pod_info)
         if refusal is not None:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [refusal])
         affinity, anti = terms.required_affinity, terms.required_anti_affinity
@@ -728,54 +725,37 @@ class InterPodAffinity:
         state.write(PRE_FILTER_STATE_KEY, s)
         return None, None
 
-    def _count_existing_anti_affinity(
-        self, s: _PreFilterState, pod_info: PodInfo, nodes: Sequence[NodeInfo]
-    ) -> str | None:
+    def _count_existing_anti_affinity(self, s: _PreFilterState, pod_info: PodInfo) -> str | None:
         """Existing pods' required anti-affinity terms that match the incoming pod, per topology
-        pair (upstream getExistingAntiAffinityCounts); or why kse cannot tell. `nodes` are the
-        snapshot's nodes with such pods; over the snapshot's own list, the sums are kept up to
-        date incrementally (`Aggregate`: only nodes changed since the last pod of this namespace
-        and labels are rescanned), since that list itself changes with every such pod bound."""
+        pair (upstream getExistingAntiAffinityCounts); or why kse cannot tell. The sums over the
+        snapshot's nodes are kept up to date incrementally (`Aggregate`: only nodes changed since
+        the last pod of this namespace and labels are rescanned); the snapshot's list of nodes
+        with such pods would not do, as it changes with every such pod bound."""
         pod, labels = pod_info.pod, pod_info.labels
         key = ("existing", pod.metadata.namespace, frozenset(labels.items()))
         lister = self._lister()
-        if nodes is lister.have_pods_with_required_anti_affinity_list():
-            agg = self._aggregate(key)
-            all_nodes = lister.list()
-            if not agg.tracks(all_nodes):
-                self._refusals.pop(key, None)  # every node is scanned afresh
-            refusals = self._refusals.setdefault(key, {})
-            if len(self._refusals) > len(self._aggregates):
-                self._refusals = {k: v for k, v in self._refusals.items() if k in self._aggregates}
+        agg = self._aggregate(key)
+        all_nodes = lister.list()
+        if not agg.tracks(all_nodes):
+            self._refusals.pop(key, None)  # every node is scanned afresh
+        refusals = self._refusals.setdefault(key, {})
+        if len(self._refusals) > len(self._aggregates):
+            self._refusals = {k: v for k, v in self._refusals.items() if k in self._aggregates}
 
-            def contribution(ni: NodeInfo) -> _Pairs:
-                refusals.pop(ni.name, None)
-                if not ni.pods_with_required_anti_affinity:
-                    return ()
-                got = _existing_contribution(ni, pod, labels)
-                if isinstance(got, str):
-                    refusals[ni.name] = got
-                    return ()
-                return got
+        def contribution(ni: NodeInfo) -> _Pairs:
+            refusals.pop(ni.name, None)
+            if not ni.pods_with_required_anti_affinity:
+                return ()
+            got = _existing_contribution(ni, pod, labels)
+            if isinstance(got, str):
+                refusals[ni.name] = got
+                return ()
+            return got
 
-            agg.update(all_nodes, contribution, lister.arrays().generation)
-            if refusals:
-                return next(iter(refusals.values()))
-            s.existing_anti_affinity_counts = cast(dict[TopologyPair, int], dict(agg.sums))
-            return None
-        table = self._memo.table(key)
-        counts = s.existing_anti_affinity_counts
-        for ni in nodes:
-            if ni.node is None:
-                continue
-            got = table.get(ni.name)
-            if got is None or got[0] != ni.generation:
-                got = table[ni.name] = (ni.generation, _existing_contribution(ni, pod, labels))
-            found = got[1]
-            if isinstance(found, str):
-                return found
-            for pair, n in found:
-                counts[pair] = counts.get(pair, 0) + n
+        agg.update(all_nodes, contribution, lister.arrays().generation)
+        if refusals:
+            return next(iter(refusals.values()))
+        s.existing_anti_affinity_counts = cast(dict[TopologyPair, int], dict(agg.sums))
         return None
 
     def _aggregate(self, key: Hashable) -> Aggregate:
