@@ -135,6 +135,17 @@ class Resource:
             elif is_scalar_resource_name(name):
                 self.scalar_resources[name] = self.scalar_resources.get(name, 0) + amount
 
+    def add_scaled(self, other: Resource, sign: int) -> None:
+        """Add (`sign` 1) or take away (-1) another Resource's cpu, memory, ephemeral storage
+        and scalars: what a pod's requests do to its node's (not the pod count)."""
+        self.milli_cpu += sign * other.milli_cpu
+        self.memory += sign * other.memory
+        self.ephemeral_storage += sign * other.ephemeral_storage
+        if other.scalar_resources:
+            scalars = self.scalar_resources
+            for name, amount in other.scalar_resources.items():
+                scalars[name] = scalars.get(name, 0) + sign * amount
+
     def clone(self) -> Resource:
         return Resource(
             self.milli_cpu,
@@ -398,15 +409,7 @@ class NodeInfo:
 
     def _update(self, pod_info: PodInfo, sign: int) -> None:
         res = pod_info.resource
-        r = res.resource
-        req = self.requested
-        req.milli_cpu += sign * r.milli_cpu
-        req.memory += sign * r.memory
-        req.ephemeral_storage += sign * r.ephemeral_storage
-        if r.scalar_resources:
-            scalars = req.scalar_resources
-            for name, amount in r.scalar_resources.items():
-                scalars[name] = scalars.get(name, 0) + sign * amount
+        self.requested.add_scaled(res.resource, sign)
         self.non_zero_requested.milli_cpu += sign * res.non0_cpu
         self.non_zero_requested.memory += sign * res.non0_mem
         for ip, protocol, port in pod_info.host_ports:

@@ -496,6 +496,16 @@ class Framework:
                 return filter_failure(name, s)
         return None
 
+    def filter_plugins_to_run(self, state: CycleState) -> list[tuple[str, FilterPlugin]]:
+        """The Filter plugins in order, without those PreFilter skipped for this cycle."""
+        skip = state.skip_filter_plugins
+        return [(name, plugin) for name, plugin in self._filter if name not in skip]
+
+    def pre_filter_extensions_to_run(self, state: CycleState) -> list[str]:
+        """The plugins whose AddPod/RemovePod extensions run this cycle (not skipped)."""
+        skip = state.skip_filter_plugins
+        return [name for name, _ in self._pre_filter_extensions if name not in skip]
+
     def run_filter_plugins_over(
         self,
         state: CycleState,

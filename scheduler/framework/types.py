@@ -220,6 +220,26 @@ class PodInfo:
         return pod_host_ports_of(self.pod)
 
     @cached_property
+    def priority(self) -> int:
+        """spec.priority, or 0 when unset (helper.priority.pod_priority, corev1helpers
+        PodPriority): read for every pod of every node a preemption dry run visits."""
+        spec = self.pod.spec
+        return spec.priority if spec.HasField("priority") else 0
+
+    @cached_property
+    def start_epoch(self) -> float | None:
+        """status.startTime in epoch seconds, None when unset or unparseable (the victim
+        ordering then counts the pod as starting now: preemption.util.pod_start_time)."""
+        from kse.objects.timeutil import to_epoch
+
+        if not self.pod.status.start_time:
+            return None
+        try:
+            return to_epoch(self.pod.status.start_time)
+        except ValueError:
+            return None
+
+    @cached_property
     def has_affinity(self) -> bool:
         a = self.pod.spec.affinity
         return self.pod.spec.HasField("affinity") and (

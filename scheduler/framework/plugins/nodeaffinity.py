@@ -97,6 +97,10 @@ def _required_terms(pod: pb.Pod) -> Sequence[pb.NodeSelectorTerm] | None:
 
 
 class NodeAffinity:
+    # Filter reads the node and the pod, never the pods on the node (preemption's dry run
+    # evaluates it once per node: scheduler.framework.plugins.defaultpreemption.victims).
+    FILTER_READS_NODE_PODS = False
+
     def __init__(
         self, added_affinity: pb.NodeAffinity | None = None, features: Features = DEFAULT_FEATURES
     ) -> None:

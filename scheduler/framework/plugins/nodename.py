@@ -23,6 +23,10 @@ ERR_REASON = "node(s) didn't match the requested node name"
 
 
 class NodeName:
+    # Filter reads the node and the pod, never the pods on the node (preemption's dry run
+    # evaluates it once per node: scheduler.framework.plugins.defaultpreemption.victims).
+    FILTER_READS_NODE_PODS = False
+
     def name(self) -> str:
         return NAME
 

@@ -39,6 +39,10 @@ _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, "", TAINT_EFFECT_NO_SCHED
 
 
 class NodeUnschedulable:
+    # Filter reads the node and the pod, never the pods on the node (preemption's dry run
+    # evaluates it once per node: scheduler.framework.plugins.defaultpreemption.victims).
+    FILTER_READS_NODE_PODS = False
+
     def name(self) -> str:
         return NAME
 

@@ -71,6 +71,10 @@ def _prefer_no_schedule_tolerations(tolerations: Sequence[Toleration]) -> tuple[
 
 
 class TaintToleration:
+    # Filter reads the node and the pod, never the pods on the node (preemption's dry run
+    # evaluates it once per node: scheduler.framework.plugins.defaultpreemption.victims).
+    FILTER_READS_NODE_PODS = False
+
     def __init__(self, features: Features = DEFAULT_FEATURES) -> None:
         self.features = features
 

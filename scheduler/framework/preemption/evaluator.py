@@ -110,6 +110,15 @@ class PreemptionInterface(Protocol):
 
     def ordered_score_funcs(self, nodes_to_victims: Mapping[str, Candidate]) -> list[ScoreFunc] | None: ...
 
+    def victim_selector(
+        self, state: CycleState, pod_info: PodInfo
+    ) -> (
+        Callable[[NodeInfo, Sequence[pb.PodDisruptionBudget]], tuple[list[pb.Pod], int, Status | None]] | None
+    ):
+        """`select_victims_on_node` for this cycle that needs no copy of the node or the state
+        (it changes neither), or None: the dry run then copies both for every node."""
+        ...
+
 
 @runtime_checkable
 class PreemptionExecutor(Protocol):
@@ -324,13 +333,16 @@ class Evaluator:
         statuses: dict[str, Status] = {}
         errors: list[Status] = []
         n = len(potential_nodes)
+        without_copies = self.interface.victim_selector(state, pod_info)
         for i in range(n):
-            node_copy = potential_nodes[(offset + i) % n].clone()
-            state_copy = state.clone()
-            victims, num_violations, status = self.interface.select_victims_on_node(
-                state_copy, pod_info, node_copy, pdbs
-            )
-            name = node_copy.name
+            node_info = potential_nodes[(offset + i) % n]
+            if without_copies is not None:
+                victims, num_violations, status = without_copies(node_info, pdbs)
+            else:
+                victims, num_violations, status = self.interface.select_victims_on_node(
+                    state.clone(), pod_info, node_info.clone(), pdbs
+                )
+            name = node_info.name
             if (status is None or status.code == Code.SUCCESS) and victims:
                 c = Candidate(name, victims, num_violations)
                 bucket = non_violating if num_violations == 0 else violating

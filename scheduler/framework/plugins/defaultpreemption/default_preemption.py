@@ -31,6 +31,12 @@ from proto import kse_pb2 as pb
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ClusterEventWithHint, FrameworkHandle, PostFilterResult
 from scheduler.framework.nodeinfo import NodeInfo
+from scheduler.framework.plugins.defaultpreemption.victims import (
+    NO_VICTIMS,
+    FilterHandle,
+    VictimSelector,
+    victim_selector,
+)
 from scheduler.framework.plugins.helper.priority import pod_priority
 from scheduler.framework.plugins.helper.selectors import selector_from_proto
 from scheduler.framework.preemption.evaluator import (
@@ -40,7 +46,7 @@ from scheduler.framework.preemption.evaluator import (
     ScoreFunc,
     default_offset_rand,
 )
-from scheduler.framework.preemption.util import more_important_pod, pod_start_time
+from scheduler.framework.preemption.util import more_important_pod
 from scheduler.framework.types import (
     ActionType,
     ClusterEvent,
@@ -137,7 +143,12 @@ class DefaultPreemption:
         a replaced `more_important_pod` is used as a comparison."""
         if self.more_important_pod is more_important_pod:
             now = time.time()
-            return sorted(pods, key=lambda pi: (-pod_priority(pi.pod), pod_start_time(pi.pod, now)))
+
+            def key(pi: PodInfo) -> tuple[int, float]:
+                start = pi.start_epoch
+                return -pi.priority, now if start is None else start
+
+            return sorted(pods, key=key)
         return _sorted(pods, self.more_important_pod)
 
     def is_preemption_allowed(self, node_info: NodeInfo, victim: PodInfo, preemptor: pb.Pod) -> bool:
@@ -169,6 +180,19 @@ class DefaultPreemption:
                     ):
                         return False, "not eligible due to a terminating pod on the nominated node."
         return True, ""
+
+    def victim_selector(self, state: CycleState, pod_info: PodInfo) -> VictimSelector | None:
+        """`select_victims_on_node` without copies of the node and the state, for the cycles
+        where it is exact (`victims`); None otherwise, or when IsEligiblePod is replaced."""
+        if self.is_eligible_pod is not _any_pod:
+            return None
+        return victim_selector(
+            cast(FilterHandle, self.handle),
+            state,
+            pod_info,
+            self._by_importance,
+            filter_pods_with_pdb_violation,
+        )
 
     def select_victims_on_node(
         self,
@@ -202,7 +226,7 @@ class DefaultPreemption:
             return (
                 [],
                 0,
-                Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["No preemption victims found for incoming pod"]),
+                Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [NO_VICTIMS]),
             )
         # Even without every lower-priority pod the preemptor does not fit: no candidate.
         s = fh.run_filter_plugins_with_nominated_pods(state, pod_info, node_info)

@@ -113,9 +113,22 @@ def fits_request(
 ) -> list[InsufficientResource]:
     """Upstream fitsRequest: every resource the node lacks for `request`, in upstream's order
     (pods, cpu, memory, ephemeral-storage, then the scalar resources)."""
+    return insufficient_resources(
+        request, node_info.allocatable, node_info.requested, len(node_info.pods), ignored, ignored_groups
+    )
+
+
+def insufficient_resources(
+    request: Resource,
+    alloc: Resource,
+    used: Resource,
+    n_pods: int,
+    ignored: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+) -> list[InsufficientResource]:
+    """`fits_request` on a node's amounts rather than its NodeInfo: what preemption's dry run
+    asks of a node with some of its pods taken away, without a copy of the node."""
     out: list[InsufficientResource] = []
-    alloc, used = node_info.allocatable, node_info.requested
-    n_pods = len(node_info.pods)
     if n_pods + 1 > alloc.allowed_pod_number:
         out.append(
             InsufficientResource("pods", ERR_REASON_TOO_MANY_PODS, 1, n_pods, alloc.allowed_pod_number)
@@ -278,6 +291,10 @@ class Fit:
     def pre_filter_extensions(self) -> PreFilterExtensions | None:
         return None
 
+    def request_of(self, state: CycleState) -> Resource:
+        """The pod's request as PreFilter computed it (raises StateNotFoundError without it)."""
+        return self._request(state)
+
     def _request(self, state: CycleState) -> Resource:
         s = state.read(PRE_FILTER_STATE_KEY)
         assert isinstance(s, _PreFilterState)
@@ -288,7 +305,40 @@ class Fit:
             request = self._request(state)
         except StateNotFoundError as e:
             return state_read_status(PRE_FILTER_STATE_KEY, e, "error reading")
-        insufficient = fits_request(request, node_info, self.ignored_resources, self.ignored_resource_groups)
+        return self.status_of_amounts(
+            request, node_info.allocatable, node_info.requested, len(node_info.pods)
+        )
+
+    def amounts_fit(self, request: Resource, alloc: Resource, used: Resource, n_pods: int) -> bool:
+        """Whether `status_of_amounts` is None, without building the reasons (the reprieve loop
+        of preemption's dry run asks this once per victim)."""
+        if n_pods + 1 > alloc.allowed_pod_number:
+            return False
+        if request.is_zero_request():
+            return True
+        if request.milli_cpu > 0 and request.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+            return False
+        if request.memory > 0 and request.memory > alloc.memory - used.memory:
+            return False
+        if (
+            request.ephemeral_storage > 0
+            and request.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage
+        ):
+            return False
+        if request.scalar_resources:
+            return not insufficient_resources(
+                request, alloc, used, n_pods, self.ignored_resources, self.ignored_resource_groups
+            )
+        return True
+
+    def status_of_amounts(
+        self, request: Resource, alloc: Resource, used: Resource, n_pods: int
+    ) -> Status | None:
+        """`filter`'s status for a node with allocatable `alloc`, `used` requested and `n_pods`
+        pods (preemption's dry run passes a node's amounts with victims taken away)."""
+        insufficient = insufficient_resources(
+            request, alloc, used, n_pods, self.ignored_resources, self.ignored_resource_groups
+        )
         if not insufficient:
             return None
         code = Code.UNSCHEDULABLE
