@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from google.protobuf import json_format
 
 from proto import kse_pb2 as pb
@@ -33,7 +35,10 @@ from scheduler.framework.plugins.helper.node_affinity import (
     RequiredNodeAffinity,
     required_node_affinity,
 )
-from scheduler.framework.plugins.helper.normalize_score import default_normalize_score
+from scheduler.framework.plugins.helper.normalize_score import (
+    default_normalize_score,
+    default_normalize_scores,
+)
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.selectors import IN
 from scheduler.framework.types import (
@@ -228,6 +233,15 @@ class NodeAffinity:
 
     def normalize_score(self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]) -> Status | None:
         return default_normalize_score(MAX_NODE_SCORE, False, scores)
+
+    def normalize_scores(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_infos: Sequence[NodeInfo],
+        scores: npt.NDArray[np.int64],
+    ) -> Status | None:
+        return default_normalize_scores(MAX_NODE_SCORE, False, scores)
 
     def score_extensions(self) -> NodeAffinity:
         return self

@@ -27,7 +27,10 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
 from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
-from scheduler.framework.plugins.helper.normalize_score import default_normalize_score
+from scheduler.framework.plugins.helper.normalize_score import (
+    default_normalize_score,
+    default_normalize_scores,
+)
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.status import state_read_status
 from scheduler.framework.plugins.helper.taints import (
@@ -200,6 +203,15 @@ class TaintToleration:
 
     def normalize_score(self, state: CycleState, pod_info: PodInfo, scores: list[NodeScore]) -> Status | None:
         return default_normalize_score(MAX_NODE_SCORE, True, scores)
+
+    def normalize_scores(
+        self,
+        state: CycleState,
+        pod_info: PodInfo,
+        node_infos: Sequence[NodeInfo],
+        scores: npt.NDArray[np.int64],
+    ) -> Status | None:
+        return default_normalize_scores(MAX_NODE_SCORE, True, scores)
 
     def score_extensions(self) -> TaintToleration:
         return self

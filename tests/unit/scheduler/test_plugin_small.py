@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from proto import kse_pb2 as pb
@@ -21,7 +22,10 @@ from scheduler.framework.plugins import (
     queuesort,
     schedulinggates,
 )
-from scheduler.framework.plugins.helper.normalize_score import default_normalize_score
+from scheduler.framework.plugins.helper.normalize_score import (
+    default_normalize_score,
+    default_normalize_scores,
+)
 from scheduler.framework.plugins.helper.taints import TAINT_NODE_UNSCHEDULABLE
 from scheduler.framework.plugins.registry import REGISTRY
 from scheduler.framework.types import (
@@ -348,3 +352,16 @@ def test_cycle_state() -> None:
     assert copy.skip_filter_plugins == {"NodePorts"}
     state.delete("k")
     assert "k" not in state and "k" in copy
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("seed", range(20))
+def test_default_normalize_scores_is_default_normalize_score_over_an_array(reverse: bool, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    raw = rng.integers(0, [1, 5, 1000][seed % 3] + 1, n).astype(np.int64)
+    node_scores = [NodeScore(f"n{i}", int(s)) for i, s in enumerate(raw)]
+    default_normalize_score(MAX_NODE_SCORE, reverse, node_scores)
+    arr = raw.copy()
+    assert default_normalize_scores(MAX_NODE_SCORE, reverse, arr) is None
+    assert arr.tolist() == [s.score for s in node_scores]
