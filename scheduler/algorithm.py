@@ -306,9 +306,13 @@ def _find_nodes_that_pass_filters(
 
     outcome = fwk.run_filter_plugins_over(state, pod_info, snapshot, rotated, num_to_find)
     infos = snapshot.node_info_list
+    node_to_status = diagnosis.node_to_status
+    recorded: set[int] = set()  # nodes rejected for the same reasons share a Status object
     for i, status in outcome.rejected:
-        diagnosis.node_to_status[infos[i].name] = status
-        diagnosis.add_plugin_status(status)
+        node_to_status[infos[i].name] = status
+        if id(status) not in recorded:
+            recorded.add(id(status))
+            diagnosis.add_plugin_status(status)
     return FeasibleNodes(snapshot, outcome.feasible), outcome.error
 
 

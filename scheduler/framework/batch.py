@@ -18,6 +18,7 @@ branches on batch vs scalar.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -226,15 +227,24 @@ class BatchEngine:
             if len(passing) >= need:
                 passing = passing[:need]
                 end = int(passing[-1]) + 1  # nodes after the last needed one are not processed
-            error_at = next((p for p in sorted(statuses) if p < end and statuses[p].code == Code.ERROR), None)
+            # Rejected positions in scan order, up to the last node processed (an unschedulable
+            # pod has one per node: thousands).
+            at = sorted(statuses)
+            if at and at[-1] >= end:
+                at = at[: bisect.bisect_left(at, end)]
+            error_at = next((p for p in at if statuses[p].code == Code.ERROR), None)
             if error_at is not None:
                 # As a sequential scan, stop at the first Error; nodes before it stay processed.
                 passing = passing[passing < error_at]
                 feasible_parts.append(cand[passing])
-                rejected.extend((int(cand[p]), statuses[p]) for p in sorted(statuses) if p < error_at)
+                at = at[: bisect.bisect_left(at, error_at)]
+                cand_list = cand.tolist()
+                rejected.extend([(cand_list[p], statuses[p]) for p in at])
                 return FilterOutcome(_concat(feasible_parts), rejected, statuses[error_at])
             feasible_parts.append(cand[passing])
-            rejected.extend((int(cand[p]), statuses[p]) for p in sorted(statuses) if p < end)
+            if at:
+                cand_list = cand.tolist()
+                rejected.extend([(cand_list[p], statuses[p]) for p in at])
             found += len(passing)
             pos += end
             chunk = max(2 * (num_to_find - found), min_chunk)
@@ -371,16 +381,18 @@ def _batch_statuses(
 ) -> bool:
     """The statuses a plugin's `filter_statuses` gave for the rejected positions `check` (it must
     reject every one of them, as its `filter_nodes` did; else False: use `filter`)."""
-    if len(got) != len(check) or any(s is None or s.code == Code.SUCCESS for s in got):
+    if len(got) != len(check):
         return False
+    # Nodes with the same reasons share one Status: wrap each distinct one once.
     wrapped: dict[int, Status] = {}
+    for s in got:
+        if id(s) not in wrapped:
+            if s is None or s.code == Code.SUCCESS:
+                return False
+            wrapped[id(s)] = filter_failure(name, s)
     for p, s in zip(check, got, strict=True):
-        assert s is not None
-        w = wrapped.get(id(s))
-        if w is None:
-            w = wrapped[id(s)] = filter_failure(name, s)
-        statuses[p] = w
-        alive[p] = False
+        statuses[p] = wrapped[id(s)]
+    alive[check] = False
     return True
 
 

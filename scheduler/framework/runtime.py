@@ -566,7 +566,9 @@ class Framework:
         rejected, and the scan goes on past them until `num_to_find` nodes passed."""
         infos = snapshot.node_info_list
         affected = self._nodes_with_nominated_pods(pod_info, snapshot)
-        if not affected:
+        # The scan stopped at `num_to_find`, an Error or the end: if none of its feasible nodes
+        # holds a nominated pod, the loop below would give back the same outcome.
+        if not affected or not np.isin(outcome.feasible, np.fromiter(affected, np.intp, len(affected))).any():
             return outcome
         feasible: list[int] = []
         rejected = list(outcome.rejected)

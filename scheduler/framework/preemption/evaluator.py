@@ -111,7 +111,7 @@ class PreemptionInterface(Protocol):
     def ordered_score_funcs(self, nodes_to_victims: Mapping[str, Candidate]) -> list[ScoreFunc] | None: ...
 
     def victim_selector(
-        self, state: CycleState, pod_info: PodInfo
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status] | None = None
     ) -> (
         Callable[[NodeInfo, Sequence[pb.PodDisruptionBudget]], tuple[list[pb.Pod], int, Status | None]] | None
     ):
@@ -313,7 +313,9 @@ class Evaluator:
         executor = self.handle.preemption_executor()
         pdbs = list(executor.pod_disruption_budgets()) if executor is not None else list(self.pdbs)
         offset, num = self.interface.get_offset_and_num_candidates(len(potential))
-        return self.dry_run_preemption(state, pod_info, potential, pdbs, offset, num)
+        return self.dry_run_preemption(
+            state, pod_info, potential, pdbs, offset, num, node_to_status=node_to_status
+        )
 
     def dry_run_preemption(
         self,
@@ -323,17 +325,20 @@ class Evaluator:
         pdbs: Sequence[pb.PodDisruptionBudget],
         offset: int,
         num_candidates: int,
+        *,
+        node_to_status: Mapping[str, Status] | None = None,
     ) -> tuple[list[Candidate], dict[str, Status], list[Status]]:
         """Upstream DryRunPreemption, sequentially: nodes from `offset` (wrapping) until there is
         a candidate violating no PDB and `num_candidates` candidates in all. Returns (candidates
         violating no PDB then the others, the statuses of the nodes that are no candidate, the
-        Error statuses met)."""
+        Error statuses met). `node_to_status`: this cycle's Filter statuses, if known (the
+        copy-free dry run uses them to skip plugins a node already passed)."""
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
         errors: list[Status] = []
         n = len(potential_nodes)
-        without_copies = self.interface.victim_selector(state, pod_info)
+        without_copies = self.interface.victim_selector(state, pod_info, node_to_status)
         for i in range(n):
             node_info = potential_nodes[(offset + i) % n]
             if without_copies is not None:

@@ -181,17 +181,16 @@ class DefaultPreemption:
                         return False, "not eligible due to a terminating pod on the nominated node."
         return True, ""
 
-    def victim_selector(self, state: CycleState, pod_info: PodInfo) -> VictimSelector | None:
+    def victim_selector(
+        self, state: CycleState, pod_info: PodInfo, node_to_status: Mapping[str, Status] | None = None
+    ) -> VictimSelector | None:
         """`select_victims_on_node` without copies of the node and the state, for the cycles
         where it is exact (`victims`); None otherwise, or when IsEligiblePod is replaced."""
         if self.is_eligible_pod is not _any_pod:
             return None
+        handle = cast(FilterHandle, self.handle)
         return victim_selector(
-            cast(FilterHandle, self.handle),
-            state,
-            pod_info,
-            self._by_importance,
-            filter_pods_with_pdb_violation,
+            handle, state, pod_info, self._by_importance, filter_pods_with_pdb_violation, node_to_status
         )
 
     def select_victims_on_node(

@@ -19,7 +19,7 @@ out-of-tree Filter), and the plugin then takes the general path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from proto import kse_pb2 as pb
@@ -46,7 +46,9 @@ class AmountsFilter(Protocol):
         self, request: Resource, alloc: Resource, used: Resource, n_pods: int
     ) -> Status | None: ...
 
-    def amounts_fit(self, request: Resource, alloc: Resource, used: Resource, n_pods: int) -> bool: ...
+    def amounts_fit(
+        self, request: Resource, alloc: Resource, used: Resource, n_pods: int, extra: Resource
+    ) -> bool: ...
 
 
 class FilterHandle(Protocol):
@@ -65,9 +67,12 @@ def victim_selector(
     split_by_pdb: Callable[
         [Sequence[PodInfo], Sequence[pb.PodDisruptionBudget]], tuple[list[PodInfo], list[PodInfo]]
     ],
+    node_to_status: Mapping[str, Status] | None = None,
 ) -> VictimSelector | None:
     """The copy-free SelectVictimsOnNode for this cycle, or None when it would not be exact.
-    Victims are the pods of lower priority (the default IsEligiblePod)."""
+    Victims are the pods of lower priority (the default IsEligiblePod). `node_to_status` is
+    this cycle's Filter statuses: a node the amounts plugin rejected passed every plugin before
+    it (Filter stops at the first rejection), so those are not run again."""
     if handle.pre_filter_extensions_to_run(state):
         return None
     filters = handle.filter_plugins_to_run(state)
@@ -91,8 +96,15 @@ def victim_selector(
     fits = amounts_plugin.amounts_fit
     me = pod_info.uid_key
 
+    after_amounts = [entry for entry in node_only if entry[0] > amounts_pos]
+
     def node_only_failure(node_info: NodeInfo) -> tuple[int, Status] | None:
-        for pos, name, plugin in node_only:
+        checks = node_only
+        if node_to_status is not None:
+            got = node_to_status.get(node_info.name)
+            if got is not None and got.plugin == amounts_name:
+                checks = after_amounts
+        for pos, name, plugin in checks:
             try:
                 s = plugin.filter(state, pod_info, node_info)  # type: ignore[attr-defined]
             except Exception as e:
@@ -132,11 +144,10 @@ def victim_selector(
         for group, counts in ((violating, True), (non_violating, False)):
             for pi in group:
                 r = pi.resource.resource
-                used.add_scaled(r, 1)
-                if fits(request, alloc, used, n_pods + 1):
+                if fits(request, alloc, used, n_pods + 1, r):
+                    used.add_scaled(r, 1)
                     n_pods += 1
                     continue
-                used.add_scaled(r, -1)
                 victims.append(pi)
                 num_violating += counts
         if violating and non_violating:

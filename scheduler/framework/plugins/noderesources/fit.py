@@ -309,25 +309,30 @@ class Fit:
             request, node_info.allocatable, node_info.requested, len(node_info.pods)
         )
 
-    def amounts_fit(self, request: Resource, alloc: Resource, used: Resource, n_pods: int) -> bool:
-        """Whether `status_of_amounts` is None, without building the reasons (the reprieve loop
-        of preemption's dry run asks this once per victim)."""
+    def amounts_fit(
+        self, request: Resource, alloc: Resource, used: Resource, n_pods: int, extra: Resource
+    ) -> bool:
+        """Whether `status_of_amounts` would be None with `extra` requested on top of `used` (a
+        victim reprieved: the reprieve loop of preemption's dry run asks this once per victim,
+        and keeps the victim's amounts only if it fits)."""
         if n_pods + 1 > alloc.allowed_pod_number:
             return False
         if request.is_zero_request():
             return True
-        if request.milli_cpu > 0 and request.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+        req = request.milli_cpu
+        if req > 0 and req > alloc.milli_cpu - used.milli_cpu - extra.milli_cpu:
             return False
-        if request.memory > 0 and request.memory > alloc.memory - used.memory:
+        req = request.memory
+        if req > 0 and req > alloc.memory - used.memory - extra.memory:
             return False
-        if (
-            request.ephemeral_storage > 0
-            and request.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage
-        ):
+        req = request.ephemeral_storage
+        if req > 0 and req > alloc.ephemeral_storage - used.ephemeral_storage - extra.ephemeral_storage:
             return False
         if request.scalar_resources:
+            total = used.clone()
+            total.add_scaled(extra, 1)
             return not insufficient_resources(
-                request, alloc, used, n_pods, self.ignored_resources, self.ignored_resource_groups
+                request, alloc, total, n_pods, self.ignored_resources, self.ignored_resource_groups
             )
         return True
 
