@@ -240,6 +240,7 @@ class PodTopologySpread:
         self.system_defaulted = system_defaulted
         self.features = features
         self.default_selector = default_selector
+        self._default_by_action: dict[str, list[TopologySpreadConstraint]] = {}
 
     def name(self) -> str:
         return NAME
@@ -276,7 +277,16 @@ class PodTopologySpread:
         return out
 
     def _build_default_constraints(self, pod_info: PodInfo, action: str) -> list[TopologySpreadConstraint]:
-        constraints = self._filter_constraints(self.default_constraints, pod_info.labels, action)
+        if any(c.match_label_keys for c in self.default_constraints):
+            constraints = self._filter_constraints(self.default_constraints, pod_info.labels, action)
+        else:
+            # The same for every pod: parsed once per action, not once per pod.
+            cached = self._default_by_action.get(action)
+            if cached is None:
+                cached = self._default_by_action[action] = self._filter_constraints(
+                    self.default_constraints, {}, action
+                )
+            constraints = cached
         if not constraints:
             return []
         selector = self.default_selector(pod_info.pod)

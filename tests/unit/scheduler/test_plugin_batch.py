@@ -22,10 +22,12 @@ from .wrappers import FakeHandle, make_node, make_pod, new_state
 GPU, FPGA = "example.com/gpu", "example.com/fpga"
 
 
-def _random_cluster(rng: np.random.Generator, n_nodes: int) -> Snapshot:
+def _random_cluster(rng: np.random.Generator, n_nodes: int, kinds: int = 7) -> Snapshot:
+    """Node kinds by i % kinds: 0 no cpu or memory, 1-2 a GPU, 3 storage and FPGA, 4 few pods,
+    5-6 cpu and memory only; kinds=2 gives kinds 1 and 2 only: every node has cpu and memory."""
     nodes, pods = [], []
     for i in range(n_nodes):
-        kind = i % 7
+        kind = i % kinds if kinds != 2 else 1 + i % 2
         if kind == 0:
             res: dict[str, str] = {}  # no cpu/memory at all
         else:
@@ -143,6 +145,13 @@ def test_balanced_score_nodes_equals_score(resources: list[dict[str, Any]] | Non
     snap = _random_cluster(rng, 120)
     pl = ba.new({"resources": resources} if resources else None, None)
     _check_scores(pl, snap, rng)
+
+
+def test_balanced_score_nodes_equals_score_where_every_node_has_cpu_and_memory() -> None:
+    """The two-fraction shortcut of balanced_resource_vector (cpu and memory everywhere)."""
+    rng = np.random.default_rng(11)
+    snap = _random_cluster(rng, 120, kinds=2)
+    _check_scores(ba.new(None, None), snap, rng)
 
 
 def _check_scores(pl: Any, snap: Snapshot, rng: np.random.Generator) -> None:

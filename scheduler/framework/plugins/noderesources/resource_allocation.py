@@ -294,6 +294,12 @@ def requested_to_capacity_ratio_vector(
 
 def balanced_resource_vector(cols: Columns, n: int) -> I64:
     """balanced_resource_scorer over arrays, with the same float operations in the same order."""
+    if len(cols) == 2 and cols[0][0].all() and cols[1][0].all():
+        # The common case (cpu and memory, allocatable everywhere): two fractions, std = |a-b|/2.
+        (alloc1, req1), (alloc2, req2) = cols
+        f1 = np.minimum(req1.astype(np.float64) / alloc1.astype(np.float64), 1.0)
+        f2 = np.minimum(req2.astype(np.float64) / alloc2.astype(np.float64), 1.0)
+        return ((1 - np.abs((f1 - f2) / 2)) * float(MAX_NODE_SCORE)).astype(np.int64)
     count = np.zeros(n, np.int64)
     total = np.zeros(n, np.float64)
     first = np.zeros(n, np.float64)
