@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="keep the watch cache's long-lived objects out of CPython's full collections, whose "
-        "pauses set the watch tail (apiserver_mock/gctuning.py; default: on)",
+        "pauses set the watch tail (kse/gctuning.py; default: on)",
     )
     srv.add_argument("--tls-cert", type=Path, help="serving certificate")
     srv.add_argument("--tls-key", type=Path, help="serving key")

@@ -28,7 +28,7 @@ from apiserver_mock.audit import AuditLog
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.auth.authz import Authorizer
 from apiserver_mock.fencing import Fencer
-from apiserver_mock.gctuning import freeze_now, keep_old_objects_frozen
+from kse.gctuning import freeze_now, keep_old_objects_frozen
 from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
@@ -74,7 +74,7 @@ class ServerConfig:
     # The Kubernetes HTTP API (apiserver_mock.http) on this HOST:PORT; None: gRPC only.
     http_listen: str | None = None
     http_max_inflight: int = 400
-    # Freeze the watch cache's objects out of full GC collections (apiserver_mock.gctuning).
+    # Freeze the watch cache's objects out of full GC collections (kse.gctuning).
     gc_freeze: bool = False
     extra_options: list[tuple[str, Any]] = field(default_factory=list)
 

@@ -53,6 +53,13 @@ def register(sub: SubParsers) -> None:
     p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dirs (data, certs, logs)")
     p.add_argument("--seed", type=int, default=0, help="in-process: seed of the tie-break RNG (default 0)")
+    p.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="in-process: freeze the loaded caches out of CPython's full collections when metrics "
+        "collection starts and every 10 s, as `kse scheduler --gc-freeze` (default: on)",
+    )
     p.add_argument("--json", action="store_true", help="print a JSON list (one object per workload)")
     p.set_defaults(func=_run)
 
@@ -86,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
         from scheduler.bench.perf_inprocess import InProcessCluster
 
         def new_cluster():  # type: ignore[no-untyped-def]
-            return InProcessCluster(seed=args.seed)
+            return InProcessCluster(seed=args.seed, gc_freeze=args.gc_freeze)
 
     try:
         results = asyncio.run(run_workloads(pairs, new_cluster, registered_plugins(e2e=args.e2e)))

@@ -247,6 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"binding cycles running at once (default {DEFAULT_MAX_BINDS_IN_FLIGHT})",
     )
+    sch.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="once the informers synced, and every 10 s, move the caches' long-lived objects out of "
+        "CPython's full collections, whose pauses stall the scheduling loop (kse/gctuning.py; default: on)",
+    )
     srv = p.add_argument_group("serving")
     srv.add_argument(
         "--metrics-bind-address",
@@ -438,6 +445,7 @@ async def serve(
             assumed_pod_ttl=args.assumed_pod_ttl,
             permit_wait_timeout=args.permit_wait_timeout,
             max_binds_in_flight=args.max_binds_in_flight,
+            gc_freeze=args.gc_freeze,
         )
         sched = Scheduler(
             cfg, cs, event_clientset=event_cs, options=options, metrics=metrics, clock=clock.now

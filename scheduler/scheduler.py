@@ -70,6 +70,7 @@ from typing import Any
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, ConflictError, FencedError, NotFoundError
 from kse.client.informer import Informer, InformerFactory
+from kse.gctuning import freeze_now, keep_old_objects_frozen
 from kse.leaderelection import LeaderTerm
 from kse.objects.meta import object_key
 from kse.tasks import TaskSet
@@ -150,6 +151,9 @@ class SchedulerOptions:
     permit_wait_timeout: float = MAX_PERMIT_TIMEOUT
     max_binds_in_flight: int = DEFAULT_MAX_BINDS_IN_FLIGHT
     seed: int | None = None
+    # Freeze the synced caches out of CPython's full collections (kse.gctuning); the
+    # `kse scheduler` process turns it on (--gc-freeze), a scheduler embedded elsewhere does not.
+    gc_freeze: bool = False
 
 
 @dataclass
@@ -373,6 +377,9 @@ class Scheduler:
                 tg.create_task(self.queue.run(), name="queue-flush"),
                 tg.create_task(self._cleanup_assumed_pods(), name="assumed-pod-expiry"),
             ]
+            if self.options.gc_freeze:
+                log.info("caches synced: %d objects frozen out of full collections", freeze_now())
+                background.append(tg.create_task(keep_old_objects_frozen(), name="gc-freeze"))
             try:
                 if leader_elected:
                     await self._stopping.wait()

@@ -69,6 +69,14 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
         "MixedSchedulingBasePod (INIT_PODS of each of its five kinds) or PreemptionAsync "
         "(low-priority init pods, a preempting high-priority pod every 200 ms)",
     )
+    p.add_argument(
+        "--gc-freeze",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="in-process: freeze the loaded caches out of CPython's full collections before the "
+        "measured phase and every 10 s of it, as `kse scheduler --gc-freeze` (default: on; "
+        "--no-gc-freeze for the A/B)",
+    )
     p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")
     p.add_argument(

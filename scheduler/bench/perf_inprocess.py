@@ -23,6 +23,7 @@ import random
 import time
 from collections.abc import Callable
 
+from kse.gctuning import freeze_now, keep_old_objects_frozen
 from kse.objects.kinds import kind_of, unwrap
 from kse.objects.meta import uid_key
 from kse.schedperf.metrics import upstream_percentile
@@ -50,7 +51,12 @@ class _Binder(CacheBinder):
 class InProcessCluster:
     """The in-process scheduler as a `Cluster`; `async with` runs its scheduling loop."""
 
-    def __init__(self, seed: int = 0, batch: bool = True, scheduler_config: str | None = None) -> None:
+    def __init__(
+        self, seed: int = 0, batch: bool = True, scheduler_config: str | None = None, gc_freeze: bool = False
+    ) -> None:
+        # gc_freeze: as `kse scheduler --gc-freeze`: the caches frozen out of full collections
+        # when collection starts, then every 10 s (kse.gctuning).
+        self.gc_freeze = gc_freeze
         self.on_scheduled: Callable[[pb.Pod], None] | None = None
         self.binder = _Binder(self._bound)
         profile = load_scheduler_config(scheduler_config).profiles[0]
@@ -73,9 +79,17 @@ class InProcessCluster:
 
     async def __aenter__(self) -> InProcessCluster:
         self._task = self._owner.spawn(self._run(), name="scheduling-loop")
+        if self.gc_freeze:
+            self._owner.spawn(keep_old_objects_frozen(), name="gc-freeze")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._stop_loop()
+        finally:
+            await self._owner.aclose()  # the gc-freeze task
+
+    async def _stop_loop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             try:
@@ -213,6 +227,8 @@ class InProcessCluster:
         return self._count(names, namespace, selector)
 
     async def attempts_start(self) -> None:
+        if self.gc_freeze:
+            freeze_now()  # what the measured ops find loaded is frozen, as after an informer sync
         self._latencies = []
 
     async def attempts_stop(self) -> dict[str, float | None]:

@@ -61,7 +61,7 @@ def run_sweep(base: Config, nodes: list[int]) -> list[dict[str, Any]]:
     ctx = multiprocessing.get_context("spawn")
     for n in nodes:
         cfg = Config(nodes=n, init_pods=base.init_pods, pods=base.pods, seed=base.seed, batch=base.batch,
-                     workload=base.workload)  # fmt: skip
+                     workload=base.workload, gc_freeze=base.gc_freeze)  # fmt: skip
         print(
             f"kse bench throughput: {n} nodes, {cfg.init_pods} init pods, {cfg.pods} pods ...",
             file=sys.stderr,

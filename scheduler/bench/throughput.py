@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from kse.gctuning import FREEZE_INTERVAL_S, freeze_now
 from kse.objects.meta import uid_key
 from kse.objects.synthetic import THROUGHPUT_JSON_KEYS
 from proto import kse_pb2 as pb
@@ -68,6 +69,9 @@ class Config:
     seed: int = 0
     batch: bool = True
     workload: str = "basic"  # scheduler.bench.workloads.WORKLOADS
+    # As `kse scheduler --gc-freeze` (its default): the loaded caches are frozen out of full
+    # collections before the measured phase, and again every FREEZE_INTERVAL_S of it.
+    gc_freeze: bool = True
 
 
 # ------------------------------------------------------------------------------------ workload
@@ -130,6 +134,9 @@ class Loop:
         self.nominations = 0
         # The churn of the measured phase: pods to inject, one per CHURN_INTERVAL.
         self.churn: list[pb.Pod] = []
+        # kse.gctuning's freeze, every this many seconds of `drain` (None: never), as the
+        # scheduler's gc-freeze task: this loop never yields to a timer of its own.
+        self.freeze_interval: float | None = None
 
     def add(self, pod: pb.Pod) -> None:
         if self.preemption is not None:
@@ -210,7 +217,11 @@ class Loop:
         bound = 0
         clock = time.perf_counter
         next_churn = clock() + CHURN_INTERVAL
+        next_freeze = clock() + (self.freeze_interval or 0.0)
         while bound < count:
+            if self.freeze_interval is not None and clock() >= next_freeze:
+                freeze_now()
+                next_freeze = clock() + self.freeze_interval
             if self.churn and clock() >= next_churn:
                 self.add(self.churn.pop())
                 self.queue.flush_backoff_completed()
@@ -264,6 +275,9 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
         # Enough churn pods for the measured phase at any plausible rate (one per interval:
         # 10 pods/s of measured throughput or more).
         loop.churn = churn_pods("high-priority", max(10, cfg.pods // 20))[::-1]
+    if cfg.gc_freeze:
+        freeze_now()  # the scheduler's freeze once its informers synced
+        loop.freeze_interval = FREEZE_INTERVAL_S
     latencies: list[float] = []
     t0, c0 = time.perf_counter(), time.process_time()
     bound = await loop.drain(cfg.pods, latencies, prefix="pod-")
@@ -289,6 +303,7 @@ async def run_in_process(cfg: Config) -> dict[str, Any]:
         "cpu_s": round(cpu, 3),
         "pods_per_cpu_s": round(bound / cpu, 1) if cpu > 0 else 0.0,
         "batch": cfg.batch,
+        "gc_freeze": cfg.gc_freeze,
         "workload": cfg.workload,
         "floor": FLOORS.get(cfg.workload),
         "nominations": loop.nominations,
@@ -336,6 +351,7 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
         batch=not args.scalar,
         workload=getattr(args, "workload", "basic"),
+        gc_freeze=getattr(args, "gc_freeze", True),
     )
     if len(nodes) > 1:
         from scheduler.bench.sweep import main_sweep

@@ -502,3 +502,22 @@ async def test_in_process_throughput_loop_binds_every_pod() -> None:
     assert (result["init_bound"], result["bound"]) == (30, 60)
     assert result["unschedulable_attempts"] == result["error_attempts"] == 0
     assert result["pods_per_s"] > 0 and 0 < result["attempt_ms_p50"] <= result["attempt_ms_p99"]
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+async def test_in_process_throughput_freezes_the_loaded_caches_as_the_scheduler_does(freeze: bool) -> None:
+    """--gc-freeze (the default, as `kse scheduler`'s): the nodes and init pods are moved out of
+    CPython's full collections before the measured phase; --no-gc-freeze leaves them."""
+    import gc
+
+    from scheduler.bench import throughput
+
+    gc.unfreeze()
+    try:
+        result = await throughput.run_in_process(
+            throughput.Config(nodes=50, init_pods=20, pods=20, seed=1, gc_freeze=freeze)
+        )
+        assert result["bound"] == 20 and result["gc_freeze"] is freeze
+        assert (gc.get_freeze_count() > 0) is freeze
+    finally:
+        gc.unfreeze()

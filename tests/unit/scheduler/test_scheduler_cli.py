@@ -60,6 +60,11 @@ def test_defaults_are_kube_schedulers() -> None:
     assert (c.lease_duration, c.renew_deadline, c.retry_period) == (15.0, 10.0, 2.0)
     assert (c.lease_namespace, c.lease_name, c.identity) == ("kube-system", "kube-scheduler", "me")
     assert c.strategy is Strategy.WATCH and c.release_on_cancel
+    assert args.gc_freeze is True  # kse's own: the synced caches frozen out of full collections
+
+
+def test_no_gc_freeze() -> None:
+    assert build_parser().parse_args(["--no-gc-freeze"]).gc_freeze is False
 
 
 def test_the_config_files_block_is_used_when_no_flag_is_given(tmp_path: Path) -> None:
