@@ -30,12 +30,14 @@ from kse.schedperf.metrics import upstream_percentile
 from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 from scheduler.algorithm import AlgorithmState
+from scheduler.bench.preemption import CachePreemptionExecutor
 from scheduler.bench.throughput import CacheBinder, Loop
 from scheduler.eventhandlers import EVENT_NODE_ADD
 from scheduler.profile import load_scheduler_config, new_framework
 from scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q, PriorityQueue
 
 IDLE_WAIT = 0.05  # the loop's wait for work when the queue is empty (backoff flush cadence)
+BACKOFF_FLUSH_INTERVAL = 1.0  # the scheduling queue's flushBackoffQCompleted period, as upstream
 
 
 class _Binder(CacheBinder):
@@ -66,7 +68,12 @@ class InProcessCluster:
             queueing_hints=self.fwk.queueing_hints(),
             pre_enqueue=self.fwk.pre_enqueue_functions(),
         )
-        self.loop = Loop(self.fwk, self.binder, self.queue, AlgorithmState(rng=random.Random(seed)))
+        self.preemption = _ClusterPreemption(self)
+        self.fwk.set_pod_nominator(self.queue.nominator)
+        self.fwk.set_preemption_executor(self.preemption)
+        self.loop = Loop(
+            self.fwk, self.binder, self.queue, AlgorithmState(rng=random.Random(seed)), self.preemption
+        )
         self.pods: dict[str, dict[str, pb.Pod]] = {}  # namespace -> name -> pod (pending or bound)
         self.bound: dict[str, set[str]] = {}  # namespace -> names bound
         self.attempted: dict[str, set[str]] = {}  # namespace -> names that failed an attempt
@@ -87,6 +94,7 @@ class InProcessCluster:
         try:
             await self._stop_loop()
         finally:
+            await self.preemption.aclose()
             await self._owner.aclose()  # the gc-freeze task
 
     async def _stop_loop(self) -> None:
@@ -101,7 +109,11 @@ class InProcessCluster:
 
     async def _run(self) -> None:
         clock = time.perf_counter
+        next_flush = clock() + BACKOFF_FLUSH_INTERVAL
         while True:
+            if clock() >= next_flush:  # the scheduler's queue flushes backoffQ every second
+                self.queue.flush_backoff_completed()
+                next_flush = clock() + BACKOFF_FLUSH_INTERVAL
             qpi = self.queue.try_pop()
             if qpi is None:
                 self._wake.clear()
@@ -248,10 +260,28 @@ class InProcessCluster:
         return time.process_time()  # this process is the scheduler (and the ops' driver)
 
 
-# Registered, but not yet run by the in-process runner: it has no executor for preemption's
-# victims (their DisruptionTarget and deletion); `kse bench throughput --workload
-# preemption-async` and `--e2e` (a real scheduler process) run it.
-IN_PROCESS_UNSUPPORTED = frozenset({"DefaultPreemption"})
+class _ClusterPreemption(CachePreemptionExecutor):
+    """Preemption's API side over the in-process cluster: a victim is deleted as the deletePods
+    op deletes a pod (cache, queue events, the collector's counts)."""
+
+    def __init__(self, cluster: InProcessCluster) -> None:
+        super().__init__(cluster.binder.cache, cluster.queue)
+        self._cluster = cluster
+
+    def get_pod(self, namespace: str, name: str) -> pb.Pod | None:
+        return self._cluster.pods.get(namespace, {}).get(name)
+
+    async def preempt_pod(self, node_name: str, preemptor: pb.Pod, victim: pb.Pod, plugin: str) -> None:
+        ns, name = victim.metadata.namespace, victim.metadata.name
+        if self.get_pod(ns, name) is None:
+            return  # already gone
+        await self._cluster.delete_pod(ns, name)
+        self.victims += 1
+
+
+# Registered plugins the in-process runner cannot run (none since preemption's victims are
+# deleted through `_ClusterPreemption`).
+IN_PROCESS_UNSUPPORTED: frozenset[str] = frozenset()
 
 
 def registered_plugins(*, e2e: bool = False) -> list[str]:

@@ -46,6 +46,10 @@ def test_smallest_variants_in_process(config: str) -> None:
     ran = [r for r in results if "skipped" not in r]
     assert ran, "every workload was skipped"
     assert all(r["attempt_ms"]["p50"] is not None for r in ran)  # type: ignore[index]
+    if config == "misc":
+        # DefaultPreemption runs in process: the preemption workloads are measured, not skipped
+        names = {str(r["name"]).split("/")[0] for r in ran}
+        assert {"PreemptionBasic", "PreemptionAsync", "Unschedulable"} <= names, names
 
 
 def test_one_tiny_workload_end_to_end() -> None:
