@@ -28,7 +28,6 @@ from apiserver_mock.audit import AuditLog
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.auth.authz import Authorizer
 from apiserver_mock.fencing import Fencer
-from kse.gctuning import freeze_now, keep_old_objects_frozen
 from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
@@ -38,6 +37,7 @@ from apiserver_mock.systemnamespaces import ensure_once as ensure_system_namespa
 from apiserver_mock.watchcache.cache import WatchCache
 from certs.source import Credentials, FileCredentialSource
 from kse.etcdclient import EtcdClient, EtcdTLS
+from kse.gctuning import freeze_now, keep_old_objects_frozen
 from kse.objects.kinds import KINDS
 
 SYSTEM_NAMESPACES_TIMEOUT_S = 5.0
