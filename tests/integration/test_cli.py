@@ -236,6 +236,10 @@ async def test_config_from_environment(apiserver: ApiServer, config: str) -> Non
     assert os.environ.get("KSE_CONFIG") == env_before
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_get_watch_prints_rows_until_interrupted(apiserver: ApiServer, config: str) -> None:
     cs = Clientset(await apiserver.channel("admin"), qps=0, burst=0)
     await cs.pods.create(
@@ -256,9 +260,16 @@ async def test_get_watch_prints_rows_until_interrupted(apiserver: ApiServer, con
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=REPO_ROOT,
-        env=_env(),
+        # A process that does not exit is told to abort, and faulthandler prints every thread.
+        env={**_env(), "PYTHONFAULTHANDLER": "1"},
+        # Ctrl-C at a terminal: SIGINT at its default. A shell without job control starts
+        # background jobs (`nohup ... &`, some CI runners) with SIGINT ignored, and Python keeps an
+        # inherited SIG_IGN, so without this the child would never see the signal.
+        preexec_fn=_sigint_default,
     )
     assert proc.stdout is not None and proc.stderr is not None
+    # Read stderr all along: a child blocked on a full stderr pipe would never exit.
+    stderr = asyncio.create_task(proc.stderr.read())
     try:
         async with asyncio.timeout(DEADLINE):
             header = (await proc.stdout.readline()).decode()
@@ -283,9 +294,15 @@ async def test_get_watch_prints_rows_until_interrupted(apiserver: ApiServer, con
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT)
-        async with asyncio.timeout(DEADLINE):
-            code = await proc.wait()
-    err = (await proc.stderr.read()).decode()
+        try:
+            async with asyncio.timeout(DEADLINE):
+                code = await proc.wait()
+        except TimeoutError:
+            proc.send_signal(signal.SIGABRT)
+            await proc.wait()
+            code = None
+    err = (await stderr).decode()
+    assert code is not None, f"no exit within {DEADLINE}s of SIGINT; its threads at SIGABRT:\n{err[-8000:]}"
     assert "Traceback" not in err, err
     assert code == 130
 
