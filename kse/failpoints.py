@@ -69,6 +69,11 @@ POINTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "kse/leaderelection/elector.py: a leader is about to renew its Lease",
         ("delay", "pause", "error", "crash"),
     ),
+    "reflector/deliver-nodes": (
+        "kse/client/reflector.py: a node reflector is about to hand a watch batch (or bookmark) to its "
+        "informer (pause: the node view stops advancing, as when that watch is down and backing off)",
+        ("delay", "pause", "crash"),
+    ),
     "binder/bind": (
         "scheduler/binder.py: a bind is about to be sent to the API server",
         ("delay", "pause", "error", "crash"),

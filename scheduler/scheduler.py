@@ -40,7 +40,9 @@ informers, cache and queue from the start (``run(leader_elected=True)``); the el
   previous leader commit before that revision (a write commits only while the Lease is unchanged
   since the fence was checked, and the acquisition changed it), so the new leader never schedules
   on a view that misses one of its predecessor's binds: no pod bound twice (the bind's own
-  precondition covers that), and no node over-committed by two leaders' decisions.
+  precondition covers that), and no node over-committed by two leaders' decisions. Its node
+  informer is brought up to that revision too: a standby's node watch may be down and backing off,
+  and a leader that schedules from it places pods on nodes cordoned since.
 * Stopping. ``stop_leading()`` is synchronous: the loop pops nothing more, at once, and the binding
   cycles in flight are cancelled; a bind that already left is covered by fencing. The loop also
   checks ``is_leader()`` (the elector's own-clock check) after each pop and the binder before each
@@ -449,31 +451,44 @@ class Scheduler:
             self._lead_task = None
 
     async def _catch_up(self, term: LeaderTerm) -> None:
-        """Wait for the pod informer to reach the revision the term's lease was acquired at: then
-        it has delivered every bind (and status write) of the previous leader, all of which
-        committed before that revision (see the module doc). Nodes are not waited for: no leader
-        writes them, so a node view older than the predecessor's is ordinary informer lag. On an
-        idle cluster this costs up to a bookmark interval or two (the informer advances with events
-        and bookmarks only); it is never cut short: safety over liveness."""
+        """Wait for the pod and node informers to reach the revision the term's lease was acquired
+        at. The pods: then the informer has delivered every bind (and status write) of the previous
+        leader, all of which committed before that revision (see the module doc). The nodes: a
+        replica that was not leading may have a node watch that is down and backing off (after an
+        API server restart, say); scheduling from it would place pods on nodes cordoned or tainted
+        long ago, the failure `no_bind_to_cordoned` caught (a replica led with its node view at 347
+        while the lease was at 383, and bound three pods to nodes cordoned at 389 and 398 before its
+        node watch came back). Both informers advance with events and bookmarks, so on an idle
+        cluster this costs up to a bookmark interval, waited for in parallel; it is never cut
+        short: safety over liveness."""
         target = term.acquired_revision
         if target <= 0:
             return
         t0 = self._clock()
+        behind = {"pod": self.pod_informer, "node": self.node_informer}
         async with TaskSet("catch-up", logger=log, failure_level=logging.DEBUG) as tasks:
-            waiting = tasks.spawn(self.pod_informer.wait_for_revision(target), name="catch-up")
-            while not waiting.done():
-                done, _ = await asyncio.wait({waiting}, timeout=CATCH_UP_WARN_AFTER)
-                if not done:
+            waiting = {
+                tasks.spawn(informer.wait_for_revision(target), name=f"catch-up-{kind}"): kind
+                for kind, informer in behind.items()
+            }
+            pending = set(waiting)
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=CATCH_UP_WARN_AFTER)
+                for task in done:
+                    task.result()
+                if pending:
                     log.warning(
-                        "leading, but the pod informer is still at revision %s, behind the lease's %d "
-                        "(%.0fs): not scheduling yet",
-                        self.pod_informer.last_synced_resource_version,
+                        "leading, but informers are behind the lease's revision %d (%.0fs): %s; "
+                        "not scheduling yet",
                         target,
                         self._clock() - t0,
+                        ", ".join(
+                            f"{waiting[t]}s at {behind[waiting[t]].last_synced_resource_version}"
+                            for t in sorted(pending, key=lambda t: waiting[t])
+                        ),
                     )
-            waiting.result()
         log.info(
-            "leading (leaseTransitions %d): pod informer caught up with revision %d in %.3fs",
+            "leading (leaseTransitions %d): pod and node informers caught up with revision %d in %.3fs",
             term.lease_transitions,
             target,
             self._clock() - t0,

@@ -30,6 +30,7 @@ from typing import Generic, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
+from kse import failpoints
 from kse.client.clientset import BOOKMARK, ResourceClient, WatchEvent
 from kse.client.errors import (
     ApiError,
@@ -202,6 +203,8 @@ class Reflector(Generic[T]):
                     if batch is None:
                         # The server ended the stream (its timeout, a shutdown): resume.
                         return "resume", delivered
+                    if failpoints.ENABLED and self.client.resource == "nodes":
+                        await failpoints.inject("reflector/deliver-nodes")
                     self._deliver(batch)
                     delivered = True
         except GoneError as e:

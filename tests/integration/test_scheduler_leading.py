@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from kse import failpoints
 from kse.client.clientset import Clientset
 from kse.leaderelection import LeaderTerm
 from proto import kse_pb2 as pb
@@ -204,3 +205,52 @@ async def test_a_new_leader_catches_up_with_the_acquired_revision_before_it_bind
     finally:
         sched.stop_leading()
         await asyncio.wait_for(lead, 10)
+
+
+def _catch_up_tasks() -> list[str]:
+    return sorted(t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("catch-up-"))
+
+
+async def test_a_new_leader_waits_for_a_node_view_as_new_as_its_lease(env: Env) -> None:
+    """A standby whose node watch is down (the failpoint holds its node informer back) must not
+    schedule from that view when it becomes leader: n1 was cordoned after the view stopped, so a
+    pod that fits only n1 would be bound there; the leader waits, then sees the cordon."""
+    sched, admin = env.sched, env.admin
+    stale_rv = int(sched.node_informer.last_synced_resource_version)
+    failpoints.enable("reflector/deliver-nodes=pause")
+    try:
+        n1 = await admin.nodes.get("n1")
+        n1.spec.unschedulable = True
+        await admin.nodes.update(n1)
+        p = cpu_pod("only-n1")
+        p.spec.node_selector["kubernetes.io/hostname"] = "n1"
+        await admin.pods.create(p)
+        await eventually(lambda: sched.queue.where(f"{NS}/only-n1"), lambda w: w == ["active"], "queued")
+        env.token, term = await env.hold(ME)
+        assert int(sched.node_informer.last_synced_resource_version) == stale_rv < term.acquired_revision
+        lead = asyncio.create_task(sched.lead(term))
+        try:
+
+            async def progress() -> tuple[list[str], str]:
+                return _catch_up_tasks(), (await admin.pods.get(NS, "only-n1")).spec.node_name
+
+            _, bound_to = await eventually(
+                progress,
+                lambda st: st[0] == ["catch-up-node"] or bool(st[1]),
+                "the new leader waiting for its node view alone (its pod view caught up), or a bind",
+            )
+            assert not bound_to, f"bound to {bound_to} from a node view older than the lease"
+            assert failpoints.hits("reflector/deliver-nodes") >= 1 and not sched.loop_running
+            failpoints.disable()
+            await eventually(lambda: sched.loop_running, bool, "the loop started after the catch-up")
+            await eventually(
+                lambda: sched.queue.where(f"{NS}/only-n1"),
+                lambda w: w in (["unschedulable"], ["backoff"]),
+                "only-n1 found unschedulable (n1 cordoned)",
+            )
+            assert not (await admin.pods.get(NS, "only-n1")).spec.node_name
+        finally:
+            sched.stop_leading()
+            await asyncio.wait_for(lead, 10)
+    finally:
+        failpoints.disable()
