@@ -45,10 +45,10 @@ import numpy.typing as npt
 from proto import kse_pb2 as pb
 from scheduler.extender.http import ExtenderError
 from scheduler.extender.types import MAX_EXTENDER_PRIORITY
-from scheduler.framework.batch import NodeInfoView, ScoreMatrix
+from scheduler.framework.batch import ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import MAX_NODE_SCORE, NodePluginScores, PreFilterResult
-from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.nodeinfo import NodeInfo, NodeInfoView, Snapshot
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import EXTENDER_NAME, Code, Diagnosis, FitError, PodInfo, Status
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 import bisect
 import logging
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +39,7 @@ from scheduler.framework.interface import (
     PluginScore,
     ScorePlugin,
 )
-from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.nodeinfo import NodeInfo, NodeInfoView, Snapshot
 from scheduler.framework.plugin_status import (
     exception_status,
     failed,
@@ -118,35 +117,6 @@ class FilterOutcome:
     @property
     def processed(self) -> int:
         return len(self.feasible) + len(self.rejected)
-
-
-class NodeInfoView(Sequence[NodeInfo]):
-    """A read-only sequence of the NodeInfos at `indices` of a snapshot, without copying them
-    out (the nodes PreScore plugins receive)."""
-
-    __slots__ = ("_indices", "_infos")
-
-    def __init__(self, infos: Sequence[NodeInfo], indices: Sequence[int]) -> None:
-        self._infos = infos
-        self._indices = indices
-
-    def __len__(self) -> int:
-        return len(self._indices)
-
-    @overload
-    def __getitem__(self, i: int) -> NodeInfo: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[NodeInfo]: ...
-
-    def __getitem__(self, i: int | slice) -> NodeInfo | Sequence[NodeInfo]:
-        if isinstance(i, slice):
-            return [self._infos[j] for j in self._indices[i]]
-        return self._infos[self._indices[i]]
-
-    def __iter__(self) -> Iterator[NodeInfo]:
-        infos = self._infos
-        return (infos[j] for j in self._indices)
 
 
 # ------------------------------------------------------------------------------------ engine

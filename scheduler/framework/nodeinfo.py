@@ -20,9 +20,9 @@ from __future__ import annotations
 import builtins
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -708,3 +708,37 @@ class Snapshot:
 
     def num_nodes(self) -> int:
         return len(self.node_info_list)
+
+
+class NodeInfoView(Sequence[NodeInfo]):
+    """A read-only sequence of the NodeInfos at `indices` of a snapshot, without copying them
+    out (the nodes PreScore plugins receive)."""
+
+    __slots__ = ("_indices", "_infos")
+
+    def __init__(self, infos: Sequence[NodeInfo], indices: Sequence[int]) -> None:
+        self._infos = infos
+        self._indices = indices
+
+    def indices_into(self, infos: Sequence[NodeInfo]) -> Sequence[int] | None:
+        """The indices of these nodes in `infos` when the view is over that very list (a
+        plugin that keeps arrays over the snapshot reads them there), else None."""
+        return self._indices if infos is self._infos else None
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> NodeInfo: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[NodeInfo]: ...
+
+    def __getitem__(self, i: int | slice) -> NodeInfo | Sequence[NodeInfo]:
+        if isinstance(i, slice):
+            return [self._infos[j] for j in self._indices[i]]
+        return self._infos[self._indices[i]]
+
+    def __iter__(self) -> Iterator[NodeInfo]:
+        infos = self._infos
+        return (infos[j] for j in self._indices)

@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from kse.objects.meta import uid_key
 from proto import kse_pb2 as pb
-from scheduler.framework.batch import BatchEngine, FilterOutcome, NodeInfoView, ScoreMatrix
+from scheduler.framework.batch import BatchEngine, FilterOutcome, ScoreMatrix
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -72,7 +72,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
     SharedLister,
 )
-from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.nodeinfo import NodeInfo, NodeInfoView, Snapshot
 from scheduler.framework.plugin_status import (
     error_status,
     exception_status,

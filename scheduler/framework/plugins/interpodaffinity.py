@@ -36,7 +36,6 @@ its nodes at once.
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from scheduler.framework.interface import (
     PreFilterResult,
 )
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.plugins.helper.node_index import Aggregate, LabelIndex
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.status import state_read_status
 from scheduler.framework.types import (
@@ -263,120 +263,6 @@ class NodeMemo:
         else:
             self._tables.move_to_end(key)
         return got
-
-
-class Aggregate:
-    """The sum over a snapshot's nodes of per-node contributions (pair -> amount), kept up to
-    date incrementally: a later cycle over the same node list recomputes only the nodes whose
-    generation is newer than any seen before (the cache copies a changed node into the snapshot
-    with its new, ever increasing generation; adding or removing a node rebuilds the list, which
-    is then summed afresh). `refs` counts the contributing nodes of each pair, so a pair stays
-    listed while any node contributes to it, even with a zero sum (upstream keeps such score
-    entries)."""
-
-    __slots__ = ("_contrib", "_generation", "_len", "_nodes", "refs", "sums")
-
-    def __init__(self) -> None:
-        self._nodes: list[NodeInfo] | None = None
-        self._len = 0
-        self._generation = -1
-        self._contrib: dict[str, tuple[tuple[Hashable, int], ...]] = {}
-        self.sums: dict[Hashable, int] = {}
-        self.refs: dict[Hashable, int] = {}
-
-    def tracks(self, nodes: list[NodeInfo]) -> bool:
-        """Whether `update(nodes, ...)` goes on from the sums so far (else it starts afresh)."""
-        return nodes is self._nodes and len(nodes) == self._len
-
-    def update(
-        self,
-        nodes: list[NodeInfo],
-        compute: Callable[[NodeInfo], tuple[tuple[Hashable, int], ...]],
-        generations: npt.NDArray[np.int64] | None = None,
-    ) -> None:
-        """`generations` (the snapshot's array of the nodes' generations, in `nodes`' order)
-        finds the changed nodes without a Python pass over all of them."""
-        if not self.tracks(nodes):
-            self._nodes, self._len, self._generation = nodes, len(nodes), -1
-            self._contrib, self.sums, self.refs = {}, {}, {}
-            changed: Iterable[NodeInfo] = nodes
-        elif generations is not None:
-            changed = map(nodes.__getitem__, np.flatnonzero(generations > self._generation).tolist())
-        else:
-            last = self._generation
-            changed = [ni for ni in nodes if ni.generation > last]
-        sums, refs, contrib = self.sums, self.refs, self._contrib
-        newest = self._generation
-        for ni in changed:
-            newest = max(newest, ni.generation)
-            for pair, n in contrib.pop(ni.name, ()):
-                left = refs[pair] - 1
-                if left:
-                    refs[pair] = left
-                    sums[pair] -= n
-                else:
-                    del refs[pair], sums[pair]
-            new = compute(ni) if ni.node is not None else ()
-            if new:
-                contrib[ni.name] = new
-                for pair, n in new:
-                    sums[pair] = sums.get(pair, 0) + n
-                    refs[pair] = refs.get(pair, 0) + 1
-        self._generation = newest
-
-
-_LABELS_OF = operator.attrgetter("labels")
-
-
-class LabelIndex:
-    """Which nodes of a snapshot carry each label pair: key -> value -> indices into
-    `node_info_list`, for the batch Filter. Rebuilt only when some node's labels changed (a
-    NodeInfo's labels dict is replaced on every node update and shared by its clones, so
-    identity tells)."""
-
-    __slots__ = ("_labels", "by_pair", "n", "pair_ix")
-
-    def __init__(self, infos: Sequence[NodeInfo]) -> None:
-        self._labels = [ni.labels for ni in infos]  # kept alive, so identities stay unique
-        self.n = len(infos)
-        by_pair: dict[str, dict[str, list[int]]] = {}
-        for i, labels in enumerate(self._labels):
-            for k, v in labels.items():
-                by_pair.setdefault(k, {}).setdefault(v, []).append(i)
-        self.by_pair = {
-            k: {v: np.array(ix, np.intp) for v, ix in vals.items()} for k, vals in by_pair.items()
-        }
-        # the same arrays by (key, value): what the counts dicts are keyed by
-        self.pair_ix: dict[TopologyPair, npt.NDArray[np.intp]] = {
-            (k, v): ix for k, vals in self.by_pair.items() for v, ix in vals.items()
-        }
-
-    def nodes_of_positive(self, counts: Mapping[TopologyPair, int]) -> list[npt.NDArray[np.intp]]:
-        """The node indices of every pair with a count > 0. Counts of matching pods are
-        positive; only a preemption dry run's removals (update_with_pod) leave zeros or less,
-        so the common case is C-level lookups (a `keys() &` would walk the larger index)."""
-        pair_ix = self.pair_ix
-        if not counts:
-            return []
-        if min(counts.values()) <= 0:
-            return [ix for pair, n in counts.items() if n > 0 and (ix := pair_ix.get(pair)) is not None]
-        common = list(filter(pair_ix.__contains__, counts))
-        if not common:
-            return []
-        got = operator.itemgetter(*common)(pair_ix)
-        return [got] if len(common) == 1 else list(got)
-
-    def valid_for(self, infos: Sequence[NodeInfo]) -> bool:
-        return len(infos) == self.n and all(map(operator.is_, self._labels, map(_LABELS_OF, infos)))
-
-    def nodes_with(self, key: str, value: str) -> npt.NDArray[np.intp] | None:
-        return self.by_pair.get(key, {}).get(value)
-
-    def has_key(self, key: str) -> npt.NDArray[np.bool_]:
-        mask = np.zeros(self.n, dtype=bool)
-        for ix in self.by_pair.get(key, {}).values():
-            mask[ix] = True
-        return mask
 
 
 # ----------------------------------------------------------------------------- state
@@ -866,7 +752,7 @@ class InterPodAffinity:
 
     def _label_index(self, snapshot: Snapshot) -> LabelIndex:
         infos = snapshot.node_info_list
-        if self._index is None or not self._index.valid_for(infos):
+        if self._index is None or not self._index.valid_for_snapshot(snapshot):
             self._index = LabelIndex(infos)
         return self._index
 

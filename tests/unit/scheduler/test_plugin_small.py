@@ -318,9 +318,10 @@ def test_batch_protocols() -> None:
     assert isinstance(REGISTRY["NodeResourcesBalancedAllocation"](None, FakeHandle()), fw.BatchScorePlugin)
     for name in ("TaintToleration", "NodeUnschedulable", "NodeName"):
         assert isinstance(REGISTRY[name](None, FakeHandle()), fw.BatchFilterPlugin), name
-    for name in ("TaintToleration", "ImageLocality"):
+    for name in ("TaintToleration", "ImageLocality", "PodTopologySpread"):
         assert isinstance(REGISTRY[name](None, FakeHandle()), fw.BatchScorePlugin), name
-    for name in ("NodeAffinity", "NodePorts", "PodTopologySpread"):
+    assert isinstance(REGISTRY["PodTopologySpread"](None, FakeHandle()), fw.BatchFilterPlugin)
+    for name in ("NodeAffinity", "NodePorts"):
         assert not isinstance(REGISTRY[name](None, FakeHandle()), fw.BatchFilterPlugin), name
 
 

@@ -16,10 +16,9 @@ import pytest
 from kse.durations import format_duration as go_duration
 from proto import kse_pb2 as pb
 from scheduler.apis.config.types import ExpandedPlugins, PluginRef
-from scheduler.framework.batch import NodeInfoView
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ClusterEventWithHint, NodeScore, PreFilterResult
-from scheduler.framework.nodeinfo import NodeInfo, Snapshot
+from scheduler.framework.nodeinfo import NodeInfo, NodeInfoView, Snapshot
 from scheduler.framework.runtime import ALL_EVENTS, Framework
 from scheduler.framework.types import (
     ActionType,

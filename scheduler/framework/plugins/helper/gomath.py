@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import numpy.typing as npt
+
 
 def go_div(a: int, b: int) -> int:
     """Integer division truncating toward zero, as Go's `/` on int64."""
@@ -25,3 +28,10 @@ def go_round(x: float) -> int:
     if abs(x - t) >= 0.5:
         t += 1 if x > 0 else -1
     return t
+
+
+def go_round_array(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """`go_round` over an array, element for element the same (the same float operations)."""
+    t = np.trunc(x)
+    away = np.abs(x - t) >= 0.5
+    return (t + np.where(away, np.sign(x), 0.0)).astype(np.int64)

@@ -66,6 +66,11 @@ class RequiredNodeAffinity:
                 return True
         return False
 
+    @property
+    def matches_every_node(self) -> bool:
+        """No nodeSelector and no required node affinity: every node matches."""
+        return (self._selector is None or self._selector.empty) and self._node_selector is None
+
     def matches_node(self, node: pb.Node) -> bool:
         return self.matches(node.metadata.name, node.metadata.labels)
 
