@@ -44,8 +44,11 @@ def _dead_pid() -> int:
     return p.pid
 
 
-def test_a_live_process(child: subprocess.Popen[bytes]) -> None:
+async def test_a_live_process(child: subprocess.Popen[bytes]) -> None:
     assert pt.pid_alive(child.pid) and pt.pid_alive(os.getpid())
+    # Popen returns once the child's exec has begun (vfork); the kernel sets the new argv a
+    # moment later, and until then /proc/<pid>/cmdline reads empty.
+    await truthy(lambda: pt.cmdline(child.pid), 5, "the child's command line")
     argv = pt.cmdline(child.pid)
     assert argv is not None and argv[-1] == "--marker-proctable"
     start = pt.start_time(child.pid)
