@@ -350,7 +350,9 @@ class NodeInfo:
         self.allocatable = Resource()
         self.image_states: dict[str, ImageStateSummary] = {}
         self.generation = next_generation()
-        self._pod_index: dict[str, PodInfo] = {}
+        # uid key -> PodInfo; None on a clone until first needed (a snapshot's copy of a node
+        # with thousands of pods is made every cycle that node changes, and rarely asked)
+        self._pod_index: dict[str, PodInfo] | None = {}
         for pod in pods:
             self.add_pod(pod)
 
@@ -383,7 +385,7 @@ class NodeInfo:
         """Upstream AddPodInfo / AddPod. Returns the PodInfo that was added."""
         pod_info = pod if isinstance(pod, PodInfo) else PodInfo(pod)
         self.pods.append(pod_info)
-        self._pod_index[pod_info.uid_key] = pod_info
+        self._index()[pod_info.uid_key] = pod_info
         if pod_info.has_affinity:
             self.pods_with_affinity.append(pod_info)
         if pod_info.has_required_anti_affinity:
@@ -395,15 +397,15 @@ class NodeInfo:
         """Upstream RemovePod: pods are identified by UID (namespace/name when the UID is
         empty). Raises KeyError when the pod is not on this node."""
         key = pod.uid_key if isinstance(pod, PodInfo) else uid_key(pod)
-        removed = self._pod_index.pop(key, None)
+        removed = self._index().pop(key, None)
         if removed is None:
             name = pod.pod.metadata.name if isinstance(pod, PodInfo) else pod.metadata.name
             raise KeyError(f"no corresponding pod {name} in pods of node {self.name}")
-        self.pods = _without(self.pods, removed)
+        _remove(self.pods, removed)
         if removed.has_affinity:
-            self.pods_with_affinity = _without(self.pods_with_affinity, removed)
+            _remove(self.pods_with_affinity, removed)
         if removed.has_required_anti_affinity:
-            self.pods_with_required_anti_affinity = _without(self.pods_with_required_anti_affinity, removed)
+            _remove(self.pods_with_required_anti_affinity, removed)
         self._update(removed, -1)
         return removed
 
@@ -421,7 +423,13 @@ class NodeInfo:
 
     def has_pod(self, pod: pb.Pod | PodInfo) -> bool:
         key = pod.uid_key if isinstance(pod, PodInfo) else uid_key(pod)
-        return key in self._pod_index
+        return key in self._index()
+
+    def _index(self) -> dict[str, PodInfo]:
+        index = self._pod_index
+        if index is None:
+            index = self._pod_index = {p.uid_key: p for p in self.pods}
+        return index
 
     # -- copies
 
@@ -443,14 +451,22 @@ class NodeInfo:
         c.allocatable = self.allocatable.clone()
         c.image_states = dict(self.image_states)
         c.generation = self.generation
-        c._pod_index = dict(self._pod_index)
+        c._pod_index = None  # built from `pods` if the copy is ever asked
         return c
 
 
-def _without(pods: list[PodInfo], removed: PodInfo) -> list[PodInfo]:
-    # Upstream swaps the last element into the hole; keeping the order is as cheap here and
-    # makes iteration deterministic.
-    return [p for p in pods if p is not removed]
+def _remove(pods: list[PodInfo], removed: PodInfo) -> None:
+    """Take `removed` (by identity) out of `pods`, in place, keeping the order (upstream swaps
+    the last element into the hole; the order kept makes iteration deterministic). The pod
+    removed is most often among the last added (an assumed pod confirmed by its informer
+    event), so look there first; else find it at C speed by id (PodInfo's dataclass `==` would
+    compare fields)."""
+    n = len(pods)
+    for i in range(n - 1, max(n - 33, -1), -1):
+        if pods[i] is removed:
+            del pods[i]
+            return
+    del pods[list(map(id, pods)).index(id(removed))]
 
 
 # ----------------------------------------------------------------------------- image states

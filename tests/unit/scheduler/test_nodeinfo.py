@@ -220,6 +220,21 @@ def test_clone_is_independent() -> None:
     assert len(ni.pods) == 1 and ni.has_pod(ni.pods[0])
 
 
+def test_removal_keeps_the_order_wherever_the_pod_is() -> None:
+    # the last pods are looked at first, the rest found by identity: both keep the order
+    pods = [make_pod().name(f"p{i}").uid(f"u{i}").obj() for i in range(100)]
+    ni = NodeInfo(*pods)
+    for gone in ("p99", "p3", "p50", "p98", "p0"):
+        ni.remove_pod(next(p.pod for p in ni.pods if p.pod.metadata.name == gone))
+    left = [p.pod.metadata.name for p in ni.pods]
+    assert left == [f"p{i}" for i in range(100) if i not in (99, 3, 50, 98, 0)]
+    # a clone's index is built when first needed; a clone of a clone too
+    c = ni.clone().clone()
+    assert c.has_pod(pods[10]) and not c.has_pod(pods[3])
+    c.remove_pod(pods[10])
+    assert not c.has_pod(pods[10]) and ni.has_pod(pods[10]) and len(c.pods) == len(ni.pods) - 1
+
+
 # ----------------------------------------------------------------------------- HostPortInfo
 
 
