@@ -90,3 +90,14 @@ def parse_time(text: str) -> datetime:
 def to_epoch(text: str) -> float:
     """Epoch seconds of a Time or MicroTime string."""
     return parse_time(text).timestamp()
+
+
+def epoch_or_none(text: str) -> float | None:
+    """`to_epoch`, or None for an empty or unparseable time (an optional timestamp such as a
+    pod's status.startTime: the caller decides what a missing one means)."""
+    if not text:
+        return None
+    try:
+        return to_epoch(text)
+    except ValueError:
+        return None

@@ -230,14 +230,9 @@ class PodInfo:
     def start_epoch(self) -> float | None:
         """status.startTime in epoch seconds, None when unset or unparseable (the victim
         ordering then counts the pod as starting now: preemption.util.pod_start_time)."""
-        from kse.objects.timeutil import to_epoch
+        from kse.objects.timeutil import epoch_or_none
 
-        if not self.pod.status.start_time:
-            return None
-        try:
-            return to_epoch(self.pod.status.start_time)
-        except ValueError:
-            return None
+        return epoch_or_none(self.pod.status.start_time)
 
     @cached_property
     def has_affinity(self) -> bool:

@@ -59,6 +59,7 @@ from .active_queue import ActiveQueue, InFlightEvent
 from .backoff import BackoffQueue
 from .nominator import Nominator
 from .pod_events import NamespaceLabels, pod_scheduling_properties_change, rejected_by_cross_topology_term
+from .unschedulable_pods import UnschedulablePods
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ class PriorityQueue:
 
         self._active = ActiveQueue(less)
         self._backoff = BackoffQueue(clock, pod_initial_backoff, pod_max_backoff, less, pop_from_backoff)
-        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._unschedulable = UnschedulablePods()
         # In-flight pods deleted meanwhile (never requeue them) and their newest objects.
         self._deleted_in_flight: set[str] = set()
         self._latest_in_flight: dict[str, pb.Pod] = {}
@@ -267,6 +268,7 @@ class PriorityQueue:
         pinfo = self._unschedulable.get(key)
         if pinfo is not None:
             pinfo.pod_info = self._pod_info_factory(new)
+            self._unschedulable[key] = pinfo  # the new pod decides which pods it is listed among
             for event in events:
                 strategy = self._is_pod_worth_requeuing(pinfo, event, old, new)
                 queue = self._requeue(pinfo, strategy, event_label(event))
@@ -435,7 +437,7 @@ class PriorityQueue:
         ``MoveAllToActiveOrBackoffQueue``). ``pre_check`` narrows the candidates first."""
         if not self._is_event_of_interest(event):
             return
-        pods = [p for p in self._unschedulable.values() if pre_check is None or pre_check(p.pod)]
+        pods = self._unschedulable.offered_for(event, pre_check)
         self._move_pods(pods, event, old_obj, new_obj)
 
     def assigned_pod_added(self, pod: pb.Pod) -> None:
@@ -466,7 +468,7 @@ class PriorityQueue:
     def _cross_topology_candidates(self, pod: pb.Pod) -> list[QueuedPodInfo]:
         return [
             p
-            for p in self._unschedulable.values()
+            for p in self._unschedulable.cross_topology_candidates()
             if rejected_by_cross_topology_term(p, pod, self._namespace_labels)
         ]
 
@@ -567,7 +569,10 @@ class PriorityQueue:
             self._run_pre_enqueue(pinfo)
         key = pinfo.key
         if pinfo.gated:
-            if key in self._active.heap or self._backoff.has_key(key) or key in self._unschedulable:
+            if key in self._unschedulable:
+                self._unschedulable[key] = pinfo  # still held, perhaps by another plugin: refile it
+                return False
+            if key in self._active.heap or self._backoff.has_key(key):
                 return False
             self._add_unschedulable(pinfo, event)
             return False
@@ -586,6 +591,8 @@ class PriorityQueue:
             if pinfo.gated:
                 if pinfo.key not in self._unschedulable:
                     self._add_unschedulable(pinfo, event)
+                else:
+                    self._unschedulable[pinfo.key] = pinfo  # still held: refile it
                 return False
         self._unschedulable.pop(pinfo.key, None)
         self._backoff.add(pinfo)

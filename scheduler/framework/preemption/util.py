@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from kse.objects.timeutil import to_epoch
+from kse.objects.timeutil import epoch_or_none
 from proto import kse_pb2 as pb
 from scheduler.framework.plugins.helper.priority import pod_priority
 
@@ -14,11 +14,9 @@ from scheduler.framework.plugins.helper.priority import pod_priority
 def pod_start_time(pod: pb.Pod, now: float | None = None) -> float:
     """status.startTime in epoch seconds; a pod that has not started (assumed, or bound and not
     yet running) counts as starting now, as upstream."""
-    if pod.status.start_time:
-        try:
-            return to_epoch(pod.status.start_time)
-        except ValueError:
-            pass
+    started = epoch_or_none(pod.status.start_time)
+    if started is not None:
+        return started
     return time.time() if now is None else now
 
 
