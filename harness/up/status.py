@@ -36,22 +36,13 @@ from rich.text import Text
 from kse.client.clientset import Clientset
 from kse.client.informer import Informer, InformerFactory
 from kse.objects.meta import uid_key
-from kse.objects.timeutil import to_epoch
+from kse.objects.timeutil import epoch_or_none
 from proto import kse_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 BIND_WINDOW_S = 5.0
 RUN_LABEL = "kse.io/workload-run"  # the label `kse workload` puts on its pods (nodesim.workload)
-
-
-def _epoch(text: str) -> float | None:
-    if not text:
-        return None
-    try:
-        return to_epoch(text)
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------------------------------------- lease
@@ -77,8 +68,8 @@ class LeaseObservation:
             lease_duration_s=float(spec.lease_duration_seconds)
             if spec.HasField("lease_duration_seconds")
             else 0,
-            acquire_time=_epoch(spec.acquire_time),
-            renew_time=_epoch(spec.renew_time),
+            acquire_time=epoch_or_none(spec.acquire_time),
+            renew_time=epoch_or_none(spec.renew_time),
             transitions=spec.lease_transitions if spec.HasField("lease_transitions") else 0,
             observed_at=observed_at,
             resource_version=lease.metadata.resource_version,

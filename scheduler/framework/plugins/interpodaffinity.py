@@ -55,7 +55,7 @@ from scheduler.framework.interface import (
     PreFilterResult,
 )
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.plugins.helper.node_index import Aggregate, LabelIndex
+from scheduler.framework.plugins.helper.node_index import Aggregate, Aggregates, LabelIndex
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.status import state_read_status
 from scheduler.framework.types import (
@@ -508,7 +508,7 @@ class InterPodAffinity:
         self._memo = NodeMemo()
         # Per existing-anti-affinity key: node name -> why kse cannot tell (namespaceSelector).
         self._refusals: dict[Hashable, dict[str, str]] = {}
-        self._aggregates: OrderedDict[Hashable, Aggregate] = OrderedDict()
+        self._aggregates = Aggregates()
         self._index: LabelIndex | None = None
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
@@ -646,14 +646,7 @@ class InterPodAffinity:
 
     def _aggregate(self, key: Hashable) -> Aggregate:
         """The Aggregate of a key (the last 16 keys are kept)."""
-        got = self._aggregates.get(key)
-        if got is None:
-            got = self._aggregates[key] = Aggregate()
-            if len(self._aggregates) > 16:
-                self._aggregates.popitem(last=False)
-        else:
-            self._aggregates.move_to_end(key)
-        return got
+        return self._aggregates.get(key)
 
     def _nodes_with_pods(self, nodes: Sequence[NodeInfo]) -> Iterable[NodeInfo]:
         """The nodes that have pods: from the snapshot's pod-count array when `nodes` are the

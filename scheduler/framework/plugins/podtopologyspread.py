@@ -30,7 +30,6 @@ are those of the scan; tests compare both on random clusters.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -53,7 +52,7 @@ from scheduler.framework.nodeinfo import NodeInfo, NodeInfoView, Snapshot
 from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
 from scheduler.framework.plugins.helper.gomath import go_round, go_round_array
 from scheduler.framework.plugins.helper.node_affinity import RequiredNodeAffinity, required_node_affinity
-from scheduler.framework.plugins.helper.node_index import Aggregate, LabelIndex
+from scheduler.framework.plugins.helper.node_index import Aggregates, LabelIndex
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.selectors import merge_label_set_with_selector, selector_from_proto
 from scheduler.framework.plugins.helper.status import state_read_status
@@ -254,7 +253,7 @@ class PodTopologySpread:
         self.features = features
         self.default_selector = default_selector
         self._default_by_action: dict[str, list[TopologySpreadConstraint]] = {}
-        self._aggregates: OrderedDict[Hashable, Aggregate] = OrderedDict()
+        self._aggregates = Aggregates()
         self._index: LabelIndex | None = None
 
     def name(self) -> str:
@@ -509,14 +508,7 @@ class PodTopologySpread:
             return None
         if not self._every_node_counts(constraints, required):
             return None
-        key = (phase, constraints, namespace, require_all)
-        agg = self._aggregates.get(key)
-        if agg is None:
-            agg = self._aggregates[key] = Aggregate()
-            if len(self._aggregates) > 16:
-                self._aggregates.popitem(last=False)
-        else:
-            self._aggregates.move_to_end(key)
+        agg = self._aggregates.get((phase, constraints, namespace, require_all))
         keys = [c.topology_key for c in constraints]
         counted = [
             (i, c.topology_key, c.selector)

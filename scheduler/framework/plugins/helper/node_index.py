@@ -10,6 +10,7 @@ pair (for the batch Filter and Score).
 from __future__ import annotations
 
 import operator
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -80,6 +81,34 @@ class Aggregate:
                     sums[pair] = sums.get(pair, 0) + n
                     refs[pair] = refs.get(pair, 0) + 1
         self._generation = newest
+
+
+class Aggregates:
+    """A plugin's Aggregates by key (what is summed, for which pod shape): the last `keep` keys
+    used are kept, so a workload's pods share theirs and a stream of one-off shapes cannot grow
+    the memory."""
+
+    __slots__ = ("_by_key", "_keep")
+
+    def __init__(self, keep: int = 16) -> None:
+        self._by_key: OrderedDict[Hashable, Aggregate] = OrderedDict()
+        self._keep = keep
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_key
+
+    def get(self, key: Hashable) -> Aggregate:
+        got = self._by_key.get(key)
+        if got is None:
+            got = self._by_key[key] = Aggregate()
+            if len(self._by_key) > self._keep:
+                self._by_key.popitem(last=False)
+        else:
+            self._by_key.move_to_end(key)
+        return got
 
 
 class LabelIndex:
