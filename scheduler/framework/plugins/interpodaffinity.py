@@ -55,7 +55,12 @@ from scheduler.framework.interface import (
     PreFilterResult,
 )
 from scheduler.framework.nodeinfo import NodeInfo, Snapshot
-from scheduler.framework.plugins.helper.node_index import Aggregate, Aggregates, LabelIndex
+from scheduler.framework.plugins.helper.node_index import (
+    Aggregate,
+    Aggregates,
+    LabelIndex,
+    current_label_index,
+)
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.status import state_read_status
 from scheduler.framework.types import (
@@ -744,9 +749,7 @@ class InterPodAffinity:
         return s.mask[1][indices]
 
     def _label_index(self, snapshot: Snapshot) -> LabelIndex:
-        infos = snapshot.node_info_list
-        if self._index is None or not self._index.valid_for_snapshot(snapshot):
-            self._index = LabelIndex(infos)
+        self._index = current_label_index(self._index, snapshot)
         return self._index
 
     # -- score

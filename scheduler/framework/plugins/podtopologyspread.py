@@ -52,7 +52,7 @@ from scheduler.framework.nodeinfo import NodeInfo, NodeInfoView, Snapshot
 from scheduler.framework.plugins.feature import DEFAULT_FEATURES, Features
 from scheduler.framework.plugins.helper.gomath import go_round, go_round_array
 from scheduler.framework.plugins.helper.node_affinity import RequiredNodeAffinity, required_node_affinity
-from scheduler.framework.plugins.helper.node_index import Aggregates, LabelIndex
+from scheduler.framework.plugins.helper.node_index import Aggregates, LabelIndex, current_label_index
 from scheduler.framework.plugins.helper.queueing_hints import as_objects
 from scheduler.framework.plugins.helper.selectors import merge_label_set_with_selector, selector_from_proto
 from scheduler.framework.plugins.helper.status import state_read_status
@@ -96,6 +96,8 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 )
 
 _MAX_INT32 = 2**31 - 1
+# the batch Filter's verdicts on a node
+_PASSES, _LACKS_KEY, _OVER_SKEW = 0, 1, 2
 _INVALID_SCORE = -1
 
 
@@ -192,9 +194,10 @@ class _PreFilterState:
     critical_paths: list[CriticalPaths] = field(default_factory=list)
     # per constraint: topology value -> number of matching pods
     tp_value_to_match_num: list[dict[str, int]] = field(default_factory=list)
-    # the batch Filter's pass mask over a snapshot's node_info_list (the snapshot's id, the mask);
-    # dropped whenever the counts change (a clone, AddPod/RemovePod)
-    mask: tuple[int, npt.NDArray[np.bool_]] | None = None
+    # the batch Filter's verdict per node of a snapshot's node_info_list (the snapshot's id, the
+    # verdicts: 0 passes, 1 lacks a topology key, 2 is over a skew); dropped whenever the counts
+    # change (a clone, AddPod/RemovePod)
+    verdicts: tuple[int, npt.NDArray[np.int8]] | None = None
 
     def min_match_num(self, i: int, min_domains: int) -> int:
         if len(self.tp_value_to_match_num[i]) < min_domains:
@@ -530,9 +533,7 @@ class PodTopologySpread:
         return cast(Mapping[tuple[int, str], int], agg.sums)
 
     def _label_index(self, snapshot: Snapshot) -> LabelIndex:
-        infos = snapshot.node_info_list
-        if self._index is None or not self._index.valid_for_snapshot(snapshot):
-            self._index = LabelIndex(infos)
+        self._index = current_label_index(self._index, snapshot)
         return self._index
 
     def add_pod(
@@ -562,7 +563,7 @@ class PodTopologySpread:
         if not inclusion and not required.matches(node_info.name, node_info.labels):
             return None
         tolerations = pod_tolerations(preemptor)
-        s.mask = None
+        s.verdicts = None
         for i, c in enumerate(s.constraints):
             if not c.selector.matches(updated.labels):
                 continue
@@ -605,57 +606,44 @@ class PodTopologySpread:
         assert isinstance(s, _PreFilterState)
         if not s.constraints:
             return np.ones(len(indices), dtype=bool)
-        if s.mask is None or s.mask[0] != id(snapshot):
-            s.mask = (id(snapshot), self._pass_mask(s, pod_info, self._label_index(snapshot)))
-        return s.mask[1][indices]
+        return self._verdicts(s, pod_info, snapshot)[indices] == _PASSES
 
     def filter_statuses(
         self, state: CycleState, pod_info: PodInfo, snapshot: Snapshot, indices: npt.NDArray[np.intp]
     ) -> list[Status | None]:
-        """`filter`'s Status per node (the first failing constraint decides: a missing topology
-        key, or a skew), two shared Status objects in all."""
+        """`filter`'s Status per node, two shared Status objects in all."""
         try:
             s = state.read(PRE_FILTER_STATE_KEY)
         except StateNotFoundError as e:
             return [state_read_status(PRE_FILTER_STATE_KEY, e)] * len(indices)
         assert isinstance(s, _PreFilterState)
+        table: list[Status | None] = [
+            None,
+            Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NODE_LABEL_NOT_MATCH]),
+            Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH]),
+        ]
+        return [table[v] for v in self._verdicts(s, pod_info, snapshot)[indices].tolist()]
+
+    def _verdicts(self, s: _PreFilterState, pod_info: PodInfo, snapshot: Snapshot) -> npt.NDArray[np.int8]:
+        """`filter` over every node of the snapshot, once per cycle state: per node, the first
+        constraint that fails decides (`_PASSES`, `_LACKS_KEY` or `_OVER_SKEW`)."""
+        if s.verdicts is not None and s.verdicts[0] == id(snapshot):
+            return s.verdicts[1]
         index = self._label_index(snapshot)
-        verdict = np.zeros(len(indices), dtype=np.int8)  # 0 passes, 1 missing label, 2 skew
+        verdict = np.full(index.n, _PASSES, dtype=np.int8)
         pod_labels = pod_info.labels
         for i, c in enumerate(s.constraints):
             codes, values = index.codes(c.topology_key)
             self_match = 1 if c.selector.matches(pod_labels) else 0
             limit = c.max_skew + s.min_match_num(i, c.min_domains) - self_match
             counts = s.tp_value_to_match_num[i]
-            # per domain: over the skew limit? (the last row: no label, decided above)
+            # per domain: over the skew limit? The last row is for code -1 (no such label).
             over = np.array([counts.get(v, 0) > limit for v in values] + [False])
-            node_codes = codes[indices]
-            undecided = verdict == 0
-            verdict[undecided & (node_codes < 0)] = 1
-            verdict[undecided & (node_codes >= 0) & over[node_codes]] = 2
-        table: list[Status | None] = [
-            None,
-            Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NODE_LABEL_NOT_MATCH]),
-            Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH]),
-        ]
-        return [table[v] for v in verdict.tolist()]
-
-    @staticmethod
-    def _pass_mask(s: _PreFilterState, pod_info: PodInfo, index: LabelIndex) -> npt.NDArray[np.bool_]:
-        """`filter` over every node of the index: a node passes when, for every constraint, it
-        has the topology key and its domain's count is within maxSkew."""
-        ok = np.ones(index.n, dtype=bool)
-        pod_labels = pod_info.labels
-        for i, c in enumerate(s.constraints):
-            passing = np.zeros(index.n, dtype=bool)
-            self_match = 1 if c.selector.matches(pod_labels) else 0
-            limit = c.max_skew + s.min_match_num(i, c.min_domains) - self_match
-            counts = s.tp_value_to_match_num[i]
-            for value, ix in index.by_pair.get(c.topology_key, {}).items():
-                if counts.get(value, 0) <= limit:
-                    passing[ix] = True
-            ok &= passing
-        return ok
+            undecided = verdict == _PASSES
+            verdict[undecided & (codes < 0)] = _LACKS_KEY
+            verdict[undecided & over[codes]] = _OVER_SKEW
+        s.verdicts = (id(snapshot), verdict)
+        return verdict
 
     # -- score
 

@@ -196,3 +196,10 @@ class LabelIndex:
             codes.flags.writeable = False
             got = self._codes[key] = (codes, values)
         return got
+
+
+def current_label_index(index: LabelIndex | None, snapshot: Snapshot) -> LabelIndex:
+    """`index` while it still describes the snapshot's nodes, else one built afresh."""
+    if index is None or not index.valid_for_snapshot(snapshot):
+        return LabelIndex(snapshot.node_info_list)
+    return index
