@@ -41,10 +41,12 @@ from google.protobuf.message import Message
 
 from kse.client.errors import (
     ApiError,
+    TooManyRequestsError,
     UnavailableError,
     channel_closed_error,
     from_rpc_error,
     is_channel_close,
+    is_refused_stream,
     revision_from_metadata,
 )
 from kse.client.ratelimit import RateLimiter, TokenBucketRateLimiter
@@ -104,6 +106,8 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(deadline=0.0)
+# Requests the server shed (RESOURCE_EXHAUSTED with a retry-after) are sent again this many times.
+MAX_SHED_RETRIES = 10
 
 
 @dataclass
@@ -461,7 +465,11 @@ class ClusterResourceClient(ResourceClient[T]):
         grace_period_seconds: int | None = None,
     ) -> T:
         return await self.delete_in(
-            "", name, resource_version=resource_version, uid=uid, fence=fence,
+            "",
+            name,
+            resource_version=resource_version,
+            uid=uid,
+            fence=fence,
             grace_period_seconds=grace_period_seconds,
         )
 
@@ -600,8 +608,10 @@ class Clientset:
         """One rate-limited unary call with typed errors, metrics and (for reads) retries."""
         loop = asyncio.get_running_loop()
         retry = self.retry if idempotent else NO_RETRY
-        deadline = loop.time() + retry.deadline
+        began = loop.time()
+        deadline = began + retry.deadline
         attempt = 0
+        shed = 0
         while True:
             await self.rate_limiter.acquire()
             timeout = self.timeout
@@ -630,9 +640,17 @@ class Clientset:
                 return response
             self.metrics.observe(verb, resource, err.code_name, loop.time() - start)
             self._note_revision(err.revision)
-            if isinstance(err, UnavailableError) and idempotent:
-                delay = retry.delay(attempt)
-                if loop.time() + delay < deadline:
+            if isinstance(err, TooManyRequestsError) and err.retry_after > 0 and shed < MAX_SHED_RETRIES:
+                # Shed by the server's overload gate before it ran: any verb may go again, after
+                # the Retry-After it named (client-go's rest client, maxRetries 10).
+                shed += 1
+                await asyncio.sleep(err.retry_after * (1.0 + retry.jitter * random.random()))
+                continue
+            if isinstance(err, UnavailableError) and (idempotent or is_refused_stream(err)):
+                # A refused stream never reached the server: a write may go again too, within the
+                # read retry policy's deadline.
+                delay = self.retry.delay(attempt)
+                if loop.time() + delay < (deadline if idempotent else began + self.retry.deadline):
                     attempt += 1
                     await asyncio.sleep(delay)
                     continue

@@ -18,6 +18,7 @@ from kse import apierrors
 from kse.apierrors import StatusReason
 
 REVISION_METADATA_KEY = "x-kse-revision"
+RETRY_AFTER_METADATA_KEY = "retry-after"
 
 
 class ApiError(Exception):
@@ -88,7 +89,12 @@ class FencedError(ApiError, status=apierrors.FENCED):
 
 
 class TooManyRequestsError(ApiError, status=apierrors.TOO_MANY_REQUESTS):
-    """RESOURCE_EXHAUSTED: the server shed the request, or closed a watcher that fell behind."""
+    """RESOURCE_EXHAUSTED: the server shed the request, or closed a watcher that fell behind.
+
+    `retry_after` > 0 (seconds, from the `retry-after` trailer) says the server's overload gate
+    refused the request before running it, so any verb may be sent again after that long."""
+
+    retry_after: float = 0.0
 
 
 class DeadlineExceededError(ApiError, status=apierrors.TIMEOUT):
@@ -141,6 +147,20 @@ def revision_from_metadata(metadata: object) -> str:
     return ""
 
 
+def retry_after_from_metadata(metadata: object) -> float:
+    """The `retry-after` seconds a shed request's trailing metadata carries, or 0."""
+    if not metadata:
+        return 0.0
+    try:
+        for key, value in metadata:  # type: ignore[attr-defined]
+            if key == RETRY_AFTER_METADATA_KEY:
+                seconds = float(value.decode() if isinstance(value, bytes) else value)
+                return seconds if 0 < seconds < 3600 else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0
+
+
 def error_for_code(code: grpc.StatusCode, message: str, *, revision: str = "") -> ApiError:
     """The typed error for a gRPC status."""
     cls = _BY_CODE.get(code, ApiError)
@@ -154,12 +174,22 @@ def from_rpc_error(err: grpc.aio.AioRpcError) -> ApiError:
         trailing = err.trailing_metadata()
     except Exception:  # pragma: no cover - defensive: metadata access must never mask the error
         trailing = None
-    return error_for_code(err.code(), message, revision=revision_from_metadata(trailing))
+    error = error_for_code(err.code(), message, revision=revision_from_metadata(trailing))
+    if isinstance(error, TooManyRequestsError):
+        error.retry_after = retry_after_from_metadata(trailing)
+    return error
 
 
 def channel_closed_error() -> UnavailableError:
     """What a call sees when its channel was closed under it (a certificate-rotation swap)."""
     return UnavailableError("the client channel was closed during the call", code=grpc.StatusCode.CANCELLED)
+
+
+def is_refused_stream(err: ApiError) -> bool:
+    """True for an UNAVAILABLE that is the server's HTTP/2 REFUSED_STREAM (RST_STREAM code 7): the
+    server took no part of the call (its per-connection stream limit was reached), so any verb may
+    be sent again (RFC 9113 section 8.7)."""
+    return err.code == grpc.StatusCode.UNAVAILABLE and "RST_STREAM with error code 7" in err.message
 
 
 def is_channel_close(exc: BaseException) -> bool:
