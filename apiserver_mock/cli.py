@@ -17,12 +17,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from apiserver_mock.flowcontrol import FlowControlConfig
 from apiserver_mock.server import APIServer, ServerConfig
 from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
 from kse.config import ConnectionFile
 from kse.durations import PositiveDuration
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
+from kse.flags.argtypes import boolean as _go_bool
+from kse.flags.argtypes import non_negative_int as _non_negative_int
 from kse.flags.argtypes import positive_int as _positive_int
 from kse.flags.failpoint_args import add_failpoint_flags, apply_failpoint_flags
 from kse.flags.logging_args import add_log_level_flag, setup_logging
@@ -145,6 +148,42 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="interval of BOOKMARK events to watchers that allow them (default: %(default)s)",
     )
+    apf = p.add_argument_group("overload: API Priority and Fairness (apiserver_mock/flowcontrol)")
+    apf.add_argument(
+        "--enable-priority-and-fairness",
+        type=_go_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="divide the server's concurrency among priority levels with fair queues, as "
+        "kube-apiserver; false: the max-inflight limits alone (default: true)",
+    )
+    apf.add_argument(
+        "--max-requests-inflight",
+        type=_non_negative_int,
+        default=40,
+        metavar="N",
+        help="non-mutating requests in flight (with priority and fairness: added to the next flag "
+        "to make the server's concurrency); 0: no limit (default: %(default)s; kube-apiserver's "
+        "is 400, see the README's overload part)",
+    )
+    apf.add_argument(
+        "--max-mutating-requests-inflight",
+        type=_non_negative_int,
+        default=20,
+        metavar="N",
+        help="mutating requests in flight; 0: no limit (default: %(default)s; kube-apiserver's is 200)",
+    )
+    apf.add_argument(
+        "--http2-max-streams-per-connection",
+        type=_non_negative_int,
+        default=100,
+        metavar="N",
+        help="gRPC calls one client connection may have open at once; past it a call is refused "
+        "before the server reads it (HTTP/2 REFUSED_STREAM, which kse's client sends again); "
+        "0: no limit (default: %(default)s; kube-apiserver's is 1000, see the README's overload part)",
+    )
     fence = p.add_argument_group("fencing and audit")
     fence.add_argument(
         "--fencing",
@@ -209,6 +248,14 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         etcd_tls = EtcdTLS(ca, cert, key)
     if not args.prefix.startswith("/") or args.prefix.rstrip("/") == "":
         p.error(f"--prefix must be an absolute key prefix like /registry, got {args.prefix!r}")
+    try:
+        flowcontrol = FlowControlConfig(
+            enable_priority_and_fairness=args.enable_priority_and_fairness,
+            max_requests_inflight=args.max_requests_inflight,
+            max_mutating_requests_inflight=args.max_mutating_requests_inflight,
+        )
+    except ValueError as e:
+        p.error(str(e))
     return ServerConfig(
         etcd_endpoints=args.etcd_endpoints,
         etcd_tls=etcd_tls,
@@ -228,6 +275,8 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         http_listen=args.http_listen,
         http_max_inflight=args.http_max_inflight,
         gc_freeze=args.gc_freeze,
+        flowcontrol=flowcontrol,
+        http2_max_streams_per_connection=args.http2_max_streams_per_connection,
     )
 
 

@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,6 +29,7 @@ from apiserver_mock.audit import AuditLog
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.auth.authz import Authorizer
 from apiserver_mock.fencing import Fencer
+from apiserver_mock.flowcontrol import FlowControl, FlowControlConfig
 from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
@@ -76,7 +78,23 @@ class ServerConfig:
     http_max_inflight: int = 400
     # Freeze the watch cache's objects out of full GC collections (kse.gctuning).
     gc_freeze: bool = False
+    # The overload gate (apiserver_mock.flowcontrol): API Priority and Fairness by default.
+    # HTTP/2 streams one client connection may have open at once (kube-apiserver's
+    # --http2-max-streams-per-connection): a client past it waits on its own side, so a flood
+    # cannot pile up more calls in the server than it can classify (see the README's overload part).
+    http2_max_streams_per_connection: int = 100
+    flowcontrol: FlowControlConfig = field(default_factory=FlowControlConfig)
     extra_options: list[tuple[str, Any]] = field(default_factory=list)
+
+
+# See the server options in `APIServer.start`.
+PENDING_CALLS_SOFT_LIMIT = 50_000
+PENDING_CALLS_HARD_LIMIT = 100_000
+
+
+def _stored_count(registry: Registry, resource: str) -> int:
+    """How many objects of a resource the watch cache holds (a LIST's seats are sized by it)."""
+    return len(registry.cache(registry.kind_for(resource)).objects)
 
 
 def _cert_config(creds: Credentials) -> grpc.ServerCertificateConfiguration:
@@ -216,8 +234,13 @@ class APIServer:
         registry = Registry(store, self.caches, Authorizer(), prefix, fencer)
         if cfg.audit_log is not None:
             self.audit = AuditLog(cfg.audit_log)
+        self.flowcontrol = FlowControl(cfg.flowcontrol, list_size=partial(_stored_count, registry))
         self._service = ResourcesService(
-            registry, Authenticator(), send_timeout=cfg.watch_send_timeout, audit=self.audit
+            registry,
+            Authenticator(),
+            send_timeout=cfg.watch_send_timeout,
+            audit=self.audit,
+            flowcontrol=self.flowcontrol,
         )
 
         age_ms = int(cfg.max_connection_age * 1000)
@@ -236,6 +259,22 @@ class APIServer:
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ("grpc.http2.max_ping_strikes", 0),
             ("grpc.so_reuseport", 0),
+            # grpc core refuses calls the application has not picked up yet once more than 1000
+            # wait (random early detection up to 3000, then all: `pending_backlog_protector_` in
+            # grpc's src/core/server/server.h): blind to priority, so a flood got Lease renewals
+            # cancelled that way. The backlog is bounded by the stream cap below instead, and what
+            # gets in is classified and shed by priority and fairness (apiserver_mock.flowcontrol).
+            ("grpc.server.max_pending_requests", PENDING_CALLS_SOFT_LIMIT),
+            ("grpc.server.max_pending_requests_hard_limit", PENDING_CALLS_HARD_LIMIT),
+            *(
+                (("grpc.max_concurrent_streams", cfg.http2_max_streams_per_connection),)
+                if cfg.http2_max_streams_per_connection
+                else ()
+            ),
+            # Count streams as HTTP/2 does, not until grpc has freed them ("overload protection",
+            # on by default): else a client that keeps within the advertised limit still has calls
+            # refused (REFUSED_STREAM), which `kse bench apiserver`'s setup hit at 64 in flight.
+            ("grpc.http.overload_protection", 0),
             *cfg.extra_options,
         ]
         server = grpc.aio.server(options=options)

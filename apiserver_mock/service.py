@@ -25,7 +25,9 @@ from google.protobuf.message import DecodeError, Message
 
 from apiserver_mock.audit import WRITE_METHODS, AuditLog, record_for
 from apiserver_mock.auth.authn import Authenticator
-from apiserver_mock.errors import APIError
+from apiserver_mock.errors import APIError, TooManyRequests
+from apiserver_mock.flowcontrol import FlowControl
+from apiserver_mock.flowcontrol.filter import Seat
 from apiserver_mock.registry import Registry
 from apiserver_mock.registry.reads import Reads
 from apiserver_mock.watchcache.watcher import WatchClosed
@@ -39,6 +41,9 @@ log = logging.getLogger(__name__)
 
 SERVICE = "kse.v1.Resources"
 REVISION_TRAILER = "x-kse-revision"
+# On a RESOURCE_EXHAUSTED the server shed before running it: seconds after which to retry (as the
+# HTTP door's Retry-After header). Only such refusals carry it, so a client retries only those.
+RETRY_AFTER_TRAILER = "retry-after"
 
 Context: TypeAlias = grpc.aio.ServicerContext
 Verb = Callable[[Identity, Any], Coroutine[Any, Any, tuple[bytes, int]]]
@@ -140,6 +145,17 @@ def _record_refusal(
         log.error("audit log write failed for a refused %s (%s): %s", name, code.name, e)
 
 
+async def _holding(
+    gate: FlowControl, seat: Seat, work: Coroutine[Any, Any, tuple[bytes, int]]
+) -> tuple[bytes, int]:
+    """Run a write and give its seat back when the write ends, not when its caller leaves: a write
+    whose caller went away still occupies the server until it is done."""
+    try:
+        return await work
+    finally:
+        gate.release(seat)
+
+
 class ResourcesService:
     def __init__(
         self,
@@ -148,8 +164,11 @@ class ResourcesService:
         *,
         send_timeout: float = 30.0,
         audit: AuditLog | None = None,
+        flowcontrol: FlowControl | None = None,
     ) -> None:
         self.registry = registry
+        # The overload gate every unary verb passes (apiserver_mock.flowcontrol); None: no gate.
+        self.flowcontrol = flowcontrol
         self.send_timeout = send_timeout
         self.audit = audit
         self.reads = Reads(registry)
@@ -221,14 +240,30 @@ class ResourcesService:
         notes: dict[str, object] = {}
         if name == "Evict":  # the eviction names the budget it consulted, for the audit record
             verb = partial(self.registry.evict, notes=notes)
+        gate = self.flowcontrol
+        seat: Seat = None
+        if gate is not None:
+            try:
+                seat = await gate.admit(ident, name, request)
+            except TooManyRequests as e:
+                if audit is not None:
+                    code, message = error_status(e, f"{SERVICE}/{name}")
+                    _record_refusal(audit, name, ident, request, code, message)
+                raise
         if audit is None:
-            return await verb(ident, request)
+            if gate is None:
+                return await verb(ident, request)
+            try:
+                return await verb(ident, request)
+            finally:
+                gate.release(seat)
         # A write runs to its end even when its caller goes away (a client deadline, a cancelled
         # call): once its txn may have reached etcd, only its end says whether it was applied, and
         # the audit log must record that outcome, not "CANCELLED", or it would miss writes that
         # are in etcd (kse issue 13). The caller still gets its cancellation at once. Cost: a task
         # and a shield, ~8 us per write (measured in isolation; the audit record itself is ~50 us).
-        task = self._writes.spawn(verb(ident, request), name=f"write-{name}")
+        work = verb(ident, request) if gate is None else _holding(gate, seat, verb(ident, request))
+        task = self._writes.spawn(work, name=f"write-{name}")
         try:
             data, rev = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -276,6 +311,8 @@ class ResourcesService:
                 raise
             except Exception as e:
                 code, message = error_status(e, method)
+                if isinstance(e, TooManyRequests) and e.retry_after:
+                    await context.abort(code, message, ((RETRY_AFTER_TRAILER, str(e.retry_after)),))
                 await context.abort(code, message)
             context.set_trailing_metadata(((REVISION_TRAILER, str(rev)),))
             return data
