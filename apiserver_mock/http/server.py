@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
+from apiserver_mock.errors import Forbidden
 from apiserver_mock.http import discovery, openapi, openapi_pb, params, routes
 from apiserver_mock.http.authn import CertAuthenticator
 from apiserver_mock.http.codec import BadRequest
@@ -148,7 +149,7 @@ class HTTPFrontDoor:
                 self.inflight += 1
                 counted = True
             if target is None:
-                return self._non_resource(request, path)
+                return self._non_resource(request, path, ident)
             subject = Subject(target.kind, target.name, target.subresource)
             return await self._resource(request, ident, target)
         except Exception as e:
@@ -166,17 +167,34 @@ class HTTPFrontDoor:
             if counted:
                 self.inflight -= 1
 
+    def _dump_priority_levels(self, ident: Identity, path: str) -> web.Response:
+        """kube-apiserver's debug table of the priority levels (`kubectl get --raw ...`), for the
+        admin alone as upstream's RBAC grants /debug/* to system:masters."""
+        if not ident.in_group("system:masters"):
+            raise Forbidden(f'User "{ident.user}" cannot get path "{path}"')
+        gate = self.service.flowcontrol
+        rows = gate.dump() if gate is not None else []
+        if not rows:
+            return web.Response(text="priority and fairness is off (no gate, or max-inflight limits only)\n")
+        header = list(rows[0])
+        lines = [", ".join(header)]
+        for row in rows:
+            lines.append(", ".join(_cell(row[k]) for k in header))
+        return web.Response(text="\n".join(lines) + "\n")
+
     def _health(self, path: str) -> web.Response:
         if path == "/readyz" and not self.service.ready.is_set():
             return web.Response(status=500, text="[-]watch-caches not loaded\nreadyz check failed\n")
         return web.Response(text="ok")
 
-    def _non_resource(self, request: web.Request, path: str) -> web.Response:
+    def _non_resource(self, request: web.Request, path: str, ident: Identity) -> web.Response:
         if request.method != "GET":
             raise MethodNotAllowed(
                 f"the server does not allow this method on the requested resource ({path})"
             )
         parts = [p for p in path.split("/") if p]
+        if parts == ["debug", "api_priority_and_fairness", "dump_priority_levels"]:
+            return self._dump_priority_levels(ident, path)
         doc = None
         if parts == ["api"]:
             doc = discovery.api_versions(f"{request.host}")
@@ -249,3 +267,9 @@ class HTTPFrontDoor:
                 return await h.delete(request, ident, t, body)
             return await h.delete_collection(request, ident, t, body)
         raise MethodNotAllowed(f"{method} is not supported on this path ({request.path})")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in sorted(value.items())) or "0"
+    return str(value)

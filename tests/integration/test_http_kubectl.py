@@ -217,3 +217,17 @@ def test_drain(kubeconfig: Path, tmp_path: Path):
     assert kubectl(kubeconfig, "get", "pods", "-o", "name").stdout.strip() == ""
     got = json.loads(kubectl(kubeconfig, "get", "node", "node-d", "-o", "json").stdout)
     assert got["spec"]["unschedulable"] is True
+
+
+def test_priority_levels_dump_through_kubectl_get_raw(kubeconfig: Path, apiserver: ApiServer, tmp_path: Path):
+    out = kubectl(kubeconfig, "get", "--raw", "/debug/api_priority_and_fairness/dump_priority_levels").stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("priorityLevel, nominalConcurrencyLimit, executingSeats, waitingRequests")
+    levels = {line.split(",")[0] for line in lines[1:]}
+    assert {"leader-election", "node-high", "workload-high", "global-default"} <= levels
+    # /debug is the admin's: another identity is Forbidden, as upstream's RBAC has it.
+    other = apiserver.kubeconfig(tmp_path / "workload-kubeconfig", "workload")
+    denied = kubectl(
+        other, "get", "--raw", "/debug/api_priority_and_fairness/dump_priority_levels", check=False
+    )
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr
