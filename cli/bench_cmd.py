@@ -187,6 +187,12 @@ def _add_scheduler_perf(sub: SubParsers) -> None:
     register(sub)
 
 
+def _add_overload(sub: SubParsers) -> None:
+    from cli.bench_overload import register
+
+    register(sub)
+
+
 BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_apiserver,
     _add_throughput,
@@ -194,6 +200,7 @@ BENCHMARKS: tuple[Callable[[SubParsers], None], ...] = (
     _add_image_locality,
     _add_drain,
     _add_scheduler_perf,
+    _add_overload,
 )
 
 
