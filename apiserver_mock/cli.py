@@ -162,18 +162,17 @@ def build_parser() -> argparse.ArgumentParser:
     apf.add_argument(
         "--max-requests-inflight",
         type=_non_negative_int,
-        default=40,
+        default=400,
         metavar="N",
         help="non-mutating requests in flight (with priority and fairness: added to the next flag "
-        "to make the server's concurrency); 0: no limit (default: %(default)s; kube-apiserver's "
-        "is 400, see the README's overload part)",
+        "to make the server's concurrency); 0: no limit (default: %(default)s, as kube-apiserver)",
     )
     apf.add_argument(
         "--max-mutating-requests-inflight",
         type=_non_negative_int,
-        default=20,
+        default=200,
         metavar="N",
-        help="mutating requests in flight; 0: no limit (default: %(default)s; kube-apiserver's is 200)",
+        help="mutating requests in flight; 0: no limit (default: %(default)s, as kube-apiserver)",
     )
     apf.add_argument(
         "--http2-max-streams-per-connection",

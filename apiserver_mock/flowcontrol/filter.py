@@ -56,11 +56,11 @@ class FlowControlConfig:
     """The gate's settings, named as kube-apiserver's flags."""
 
     enable_priority_and_fairness: bool = True
-    # A tenth of kube-apiserver's 400 / 200: a seat stands for a share of one core here (one event
-    # loop runs every request), and with 600 the workloads' level alone ran 49 requests at once,
-    # enough to saturate the loop and delay every Lease renewal behind them (the flood bench).
-    max_requests_inflight: int = 40
-    max_mutating_requests_inflight: int = 20
+    # kube-apiserver's defaults. A seat here is a share of one event loop, so fewer seats (e.g.
+    # 40 / 20) keep a flood's running requests from delaying Lease renewals as much, at some cost
+    # to the bind path's throughput: the README's overload part has both measured.
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
     # How long a request may wait in its queue before it is refused ("time-out"): upstream's
     # default request wait limit is 15 s.
     request_wait_limit: float = 15.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -16,6 +17,7 @@ from kse.client.errors import TooManyRequestsError, from_rpc_error
 from proto import kse_pb2 as pb
 from proto import kse_pb2_grpc as pbg
 from tests.fixtures.apiserver import ApiServer, ApiServerFactory, make_pod, stored_keys
+from tests.fixtures.kube import http_client
 from tests.fixtures.polling import until
 
 pytestmark = pytest.mark.integration
@@ -182,3 +184,33 @@ async def test_without_priority_and_fairness_the_flood_refuses_the_lease_update(
 
     await _during_flood(server, renew_until_refused)
     assert refused == ["RESOURCE_EXHAUSTED"]
+
+
+async def test_over_http_a_shed_request_is_429_with_retry_after(apiserver_factory: ApiServerFactory) -> None:
+    server = await apiserver_factory(*TINY, *NO_STREAM_CAP)
+    answers: list[tuple[int, Any, Any]] = []
+
+    async def post_until_shed(flood: Flood) -> None:
+        async with http_client(server, "workload") as http:
+            for i in range(200):
+                code, body, headers = await http.call(
+                    "POST",
+                    "/api/v1/namespaces/default/pods",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": f"h-{i}"},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                    },
+                )
+                if code == 429:
+                    answers.append((code, body, headers))
+                    return
+                assert code == 201, body
+
+    await _during_flood(server, post_until_shed)
+    assert answers, "200 HTTP creates during the flood, none shed"
+    _, body, headers = answers[0]
+    assert headers["Retry-After"] == "1"
+    assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 1
+    assert body["message"] == "Too many requests, please try again later."
