@@ -44,6 +44,7 @@ from harness.bench.common import work_dir
 from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import start_cluster
 from harness.procs.launcher import Launcher
+from harness.procs.proctable import rss_mib
 from kse.config import ConnectionFile
 from kse.etcdclient import EtcdTLS
 from kse.objects.kinds import BY_KIND, BY_RESOURCE, Kind
@@ -81,17 +82,6 @@ class FuzzConfig:
             raise ValueError(f"--concurrency must be at least 1, got {self.concurrency}")
         if self.deadline <= 0:
             raise ValueError(f"--deadline must be positive, got {self.deadline}")
-
-
-def rss_mib(pid: int) -> float | None:
-    """The resident set size of `pid` in MiB, from /proc (None once the process is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def _alive(pid: int) -> bool:

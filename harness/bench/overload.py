@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
 import time
 from collections import Counter
@@ -39,6 +40,7 @@ from certs.layout import CertPaths
 from certs.pki import issue_leaf, load_ca, write_pair
 from harness.bench.common import LoadRun, Row, format_table, ms, percentile, progress, run_load, work_dir
 from harness.bench.flood import FloodArgs, flood
+from harness.procs.proctable import rss_mib
 from kse.client.channel import secure_channel
 from kse.client.clientset import Clientset
 from kse.client.errors import ApiError, NotFoundError
@@ -97,16 +99,6 @@ class _RssSampler:
 
     def between(self, name: str, t0: float, t1: float) -> list[float]:
         return [v for t, v in self.samples.get(name, []) if t0 <= t <= t1]
-
-
-def rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    except OSError:
-        return None
-    return None
 
 
 class _LeaseProbe:
@@ -375,7 +367,7 @@ def _result(
     return {
         "benchmark": "overload",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": {"machine": platform.machine(), "cpus": _cpus()},
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count() or 0},
         "config": asdict(cfg),
         "fairness": cfg.fairness,
         "capacity_per_s": round(capacity, 1),
@@ -411,12 +403,6 @@ def _result(
         "checks": checks,
         "passed": all(checks.values()),
     }
-
-
-def _cpus() -> int:
-    import os
-
-    return os.cpu_count() or 0
 
 
 def table(result: dict[str, Any]) -> str:

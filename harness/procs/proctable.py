@@ -126,17 +126,28 @@ def group_has_live_members(pgid: int) -> bool:
     return False
 
 
+def _status_mib(pid: int, field: str) -> float | None:
+    """A memory field of /proc/<pid>/status ("VmRSS", "VmHWM") in MiB; None if unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def rss_mib(pid: int) -> float | None:
+    """The resident set (VmRSS) of a live process, in MiB; None once it is gone."""
+    return _status_mib(pid, "VmRSS")
+
+
 def peak_rss_mib(pid: int | None) -> float | None:
     """The peak resident set (VmHWM) of a live process, in MiB; None if unreadable."""
     if pid is None:
         return None
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    peak = _status_mib(pid, "VmHWM")
+    return None if peak is None else round(peak, 1)
 
 
 def process_cpu_seconds(pid: int) -> float | None:
