@@ -465,11 +465,7 @@ class ClusterResourceClient(ResourceClient[T]):
         grace_period_seconds: int | None = None,
     ) -> T:
         return await self.delete_in(
-            "",
-            name,
-            resource_version=resource_version,
-            uid=uid,
-            fence=fence,
+            "", name, resource_version=resource_version, uid=uid, fence=fence,
             grace_period_seconds=grace_period_seconds,
         )
 
@@ -650,7 +646,7 @@ class Clientset:
                 # A refused stream never reached the server: a write may go again too, within the
                 # read retry policy's deadline.
                 delay = self.retry.delay(attempt)
-                if loop.time() + delay < (deadline if idempotent else began + self.retry.deadline):
+                if loop.time() + delay < began + self.retry.deadline:
                     attempt += 1
                     await asyncio.sleep(delay)
                     continue
