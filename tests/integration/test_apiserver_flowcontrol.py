@@ -160,6 +160,9 @@ async def test_a_shed_answer_carries_its_retry_after_to_the_typed_error(
 async def test_without_priority_and_fairness_the_flood_refuses_the_lease_update(
     apiserver_factory: ApiServerFactory,
 ) -> None:
+    # Every commit takes 300 ms, so the flood's admitted creates hold the five mutating seats
+    # continuously and the outcome does not hang on how fast this machine answers (on a loaded CI
+    # machine, fast commits left gaps the Lease update kept slipping through for 200 tries).
     server = await apiserver_factory(
         "--enable-priority-and-fairness=false",
         "--max-requests-inflight",
@@ -167,17 +170,20 @@ async def test_without_priority_and_fairness_the_flood_refuses_the_lease_update(
         "--max-mutating-requests-inflight",
         "5",
         *NO_STREAM_CAP,
+        "--failpoints",
+        "storage/before-commit=delay(300)",
     )
     sched = pbg.ResourcesStub(await server.channel("scheduler-1"))
-    current = (await sched.Create(_lease("probe"))).lease
+    current = (await sched.Create(_lease("probe"), timeout=30)).lease
     refused: list[str] = []
 
     async def renew_until_refused(flood: Flood) -> None:
         nonlocal current
-        for i in range(200):
+        for i in range(50):
             current.spec.renew_time = f"2026-12-02T00:00:{i % 60:02d}.000000Z"
             try:
-                current = (await sched.Update(pb.WriteRequest(object=pb.Object(lease=current)))).lease
+                request = pb.WriteRequest(object=pb.Object(lease=current))
+                current = (await sched.Update(request, timeout=30)).lease
             except grpc.aio.AioRpcError as e:
                 refused.append(e.code().name)
                 return
