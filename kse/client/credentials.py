@@ -210,7 +210,7 @@ class ReloadingChannelSource:
         if self._closed:
             raise grpc.aio.UsageError("the channel source is closed")
         if self._task is None:
-            self._start_if_running()
+            self._first_use()
         return self._channel
 
     # ------------------------------------------------------------------ state
@@ -353,6 +353,20 @@ class ReloadingChannelSource:
             log.log(level, message, *args)
 
     # ------------------------------------------------------------------ lifetime
+
+    def _first_use(self) -> None:
+        """Look at the files before the first call, then start polling.
+
+        A source can sit unused for long after it was built: the controller manager's main
+        connection carries nothing until it leads. Its channel holds the credentials read at
+        construction; after a CA switch and remove those trust only a CA the server no longer
+        uses, and the first calls failed the handshake until the first poll swapped them."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.reload()
+        self._start_if_running()
 
     def _start_if_running(self) -> None:
         try:

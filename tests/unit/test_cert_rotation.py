@@ -408,6 +408,19 @@ async def test_source_swaps_channel_when_files_change(own_pki: PKI) -> None:
         source.current()
 
 
+async def test_a_source_first_used_after_a_rotation_starts_on_the_new_files(own_pki: PKI) -> None:
+    """The controller manager builds its main connection at start and uses it only once it leads:
+    the first call must not go out on the credentials read at construction."""
+    async with _Server(own_pki) as server:
+        source = server.source(poll_interval=None)  # built, not yet used (nothing polls)
+        try:
+            [leaf] = rotate(own_pki.dir, "scheduler-1")
+            assert await _serial_of(source.current()) == leaf.serial
+            assert source.credentials.version == 2
+        finally:
+            await source.close()
+
+
 async def test_source_polls_and_ignores_torn_pairs(own_pki: PKI) -> None:
     paths = own_pki.scheduler(1)
     async with _Server(own_pki) as server, server.source(poll_interval=0.02) as source:
