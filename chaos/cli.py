@@ -6,6 +6,7 @@
     kse chaos run kill-leader --attach ~/.kse                  # against a running `kse up`
     kse chaos run upgrade-day --attach /var/lib/kse --backend docker   # compose's chaos service
     kse chaos list
+    kse chaos soak --duration 1h --seed 1 --report out/     # hours of faults, checked as it goes
 
 `run` starts a fresh local cluster (a temp dir), injects the scenario's faults on time, then checks
 the run's history (`chaos.runner`). With `--attach DATA_DIR` it starts nothing: the faults hit the
@@ -17,6 +18,11 @@ injected, or the run could not be carried out), 2 for a bad scenario or usage.
 `--json` prints one object: {"scenario", "seed", "passed", "invariants": {NAME: {"passed",
 "detail"}}, "faults": [...], "failovers": [{"fault", "fault_to_acquire_ms", "gap_ms"}],
 "rpc_errors_by_code": {...}}.
+
+`soak` (`chaos.soak`) runs one long seeded schedule of faults on a fresh cluster; `--json` prints
+the `run` object plus "fault_counts" ({kind: n} injected), "planned_counts", "resources" (RSS and
+fds per process, the leak verdict), "duration_s", "errors" and "data_dir" (kept when it fails).
+Exit status as `run`.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chaos.scenario import SCENARIOS_DIR, ScenarioError, find_scenario, load_scenario
+from kse.durations import positive_duration
 
 __all__ = ["build_parser", "main"]
 
@@ -70,6 +77,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="how faults reach processes with --attach: local pids (default) or docker containers",
     )
     sub.add_parser("list", help="the scenarios shipped in scenarios/")
+    soak = sub.add_parser("soak", help="a long seeded schedule of faults under load, checked as it goes")
+    soak.add_argument(
+        "--duration",
+        type=positive_duration,
+        required=True,
+        metavar="D",
+        help="how long the faults go on: seconds or a Go duration (3m, 1h)",
+    )
+    soak.add_argument("--seed", type=int, default=1, help="seed of the schedule and its targets (default 1)")
+    soak.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    soak.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write report.md, report.json, timeline.png, soak.json",
+    )
+    soak.add_argument("--keep", action="store_true", help="keep the data dir even when the soak passes")
     return p
 
 
@@ -137,6 +162,76 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if outcome.passed else 1
 
 
+def _soak(args: argparse.Namespace) -> int:
+    from chaos.checker import write_report
+    from chaos.runner import progress
+    from chaos.soak import run_soak
+    from harness.stoppable import Stopped, run_stoppable
+
+    logging.getLogger("harness.up.supervisor").setLevel(logging.ERROR)
+
+    async def go() -> object:
+        return await run_soak(args.duration, args.seed, keep=args.keep, say=progress)
+
+    try:
+        outcome = run_stoppable(go)
+    except Stopped as e:
+        print(f"kse chaos soak: {e.how}", file=sys.stderr)
+        return e.exit_code
+    except OSError as e:
+        print(f"kse chaos soak: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    from chaos.soak import SoakOutcome
+
+    assert isinstance(outcome, SoakOutcome)
+    doc = outcome.to_json()
+    if args.report is not None:
+        paths = write_report(outcome.run.result, outcome.run.history, args.report)
+        (args.report / "soak.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        print(f"[chaos] report: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(json.dumps(doc) + "\n")
+    else:
+        print(_soak_summary(doc))
+    sys.stdout.flush()
+    return 0 if outcome.passed else 1
+
+
+def _soak_summary(doc: dict[str, object]) -> str:
+    """The soak for people: verdict, faults injected of planned, every invariant, the processes."""
+    planned = doc["planned_counts"]
+    injected = doc["fault_counts"]
+    assert isinstance(planned, dict) and isinstance(injected, dict)
+    lines = [
+        f"soak {doc['duration_s']:g}s (seed {doc['seed']}): {'PASS' if doc['passed'] else 'FAIL'}",
+        "faults injected: " + ", ".join(f"{k} {injected.get(k, 0)}/{n}" for k, n in planned.items()),
+        "",
+        "| invariant | passed | detail |",
+        "|---|---|---|",
+    ]
+    invariants = doc["invariants"]
+    assert isinstance(invariants, dict)
+    for name, v in invariants.items():
+        lines.append(f"| {name} | {'yes' if v['passed'] else 'NO'} | {v['detail']} |")
+    resources = doc["resources"]
+    assert isinstance(resources, dict)
+    lines += [
+        "",
+        "| process | pid | samples | RSS MiB first/last/peak | fds first/last | leak |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in resources["processes"]:
+        rss = "/".join(f"{x:g}" for x in r["rss_mib"]) if r["rss_mib"] else "-"
+        fds = "/".join(str(x) for x in r["fds"]) if r["fds"] else "-"
+        leak = r["leak"] or ("flat" if r["judged"] else "not judged (short-lived)")
+        lines.append(f"| {r['name']} | {r['pid']} | {r['samples']} | {rss} | {fds} | {leak} |")
+    for err in doc.get("errors") or []:  # type: ignore[attr-defined]
+        lines.append(f"error: {err}")
+    if doc.get("data_dir"):
+        lines.append(f"data dir kept: {doc['data_dir']}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -144,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args)
     if args.cmd == "list":
         return _list()
+    if args.cmd == "soak":
+        return _soak(args)
     parser.print_help()
     return 2
 

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from chaos.checker import CheckResult
     from chaos.history import FaultRecord, History
     from chaos.nemesis import Nemesis
+    from chaos.soak_guard import SafetyGuard
     from chaos.waits import Waits
     from harness.up import Cluster
     from kse.client.clientset import Clientset
@@ -138,7 +139,7 @@ class RunOutcome:
         }
 
 
-def _plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
+def scenario_plan_kwargs(s: Scenario, seed: int, run_dir: Path) -> dict[str, Any]:
     from chaos.local_backend import KUBELET_CONTROL_FLAG, clock_skew_path, kubelet_control_path
     from harness.up import BackoffPolicy
 
@@ -215,7 +216,7 @@ async def _run_fresh(
     c = scenario.cluster
     with work_dir(f"kse-chaos-{scenario.name}-", keep) as tmp:
         data_dir = tmp / "kse"
-        plan = ClusterPlan(data_dir=data_dir, **_plan_kwargs(scenario, seed, data_dir / "run"))
+        plan = ClusterPlan(data_dir=data_dir, **scenario_plan_kwargs(scenario, seed, data_dir / "run"))
         if scenario.node_upgrades:
             from chaos.local_backend import kubelet_control_path, write_kubelet_control
 
@@ -236,7 +237,7 @@ async def _run_fresh(
         )
         drive = Drive.for_scenario(scenario, schedule, seed, say)
         history = await drive_cluster(cluster, drive, chaos_dir, lease_duration=c.lease_duration)
-        result = _check(scenario, history, lease_duration=c.lease_duration, young_after=None)
+        result = check_scenario(scenario, history, lease_duration=c.lease_duration, young_after=None)
         outcome = RunOutcome(
             scenario, seed, result, history, schedule, drive.errors, chaos_dir if keep else None
         )
@@ -307,7 +308,7 @@ async def _keep_etcd_history(cluster: Cluster, chaos_dir: Path, say: Callable[[s
     say(f"etcd history: {len(writes)} events")
 
 
-def _check(
+def check_scenario(
     scenario: Scenario, history: History, *, lease_duration: float | None, young_after: float | None
 ) -> CheckResult:
     from chaos.checker import check
@@ -409,6 +410,7 @@ class Drive:
         settle_s: float = SETTLE_S,
         observer: DriveObserver | None = None,
         deployments: Sequence[DeploymentSpec] = (),
+        guard: SafetyGuard | None = None,
     ) -> None:
         self.schedule = list(schedule)
         self.duration = duration
@@ -421,6 +423,9 @@ class Drive:
         self.settle_s = settle_s
         self.observer: DriveObserver = observer or _NoObserver()
         self.deployments = list(deployments)  # created (and available) before t=0
+        # Fed the runner's pod and node events as they come (`kse chaos soak` checks as it goes).
+        self.guard = guard
+        self.t0: float | None = None  # time.monotonic() at t=0 (the first leader elected)
         self.nemesis: Nemesis | None = None  # the run's, once it started (its `upgrades`)
         self.errors: list[str] = []
         self.round_results: list[RoundResult] = []
@@ -482,6 +487,10 @@ class Drive:
             pods = factory.informer_for(clientset.pods)
             pods.add_event_handler(self._added, None, None)
             pods.add_event_handler(timeline.on_add, timeline.on_update, timeline.on_delete)
+            if self.guard is not None:
+                g = self.guard
+                pods.add_event_handler(g.pod_added, g.pod_updated, g.pod_deleted)
+                factory.informer_for(clientset.nodes).add_event_handler(g.node_added, g.node_updated, None)
             nemesis = Nemesis(
                 backend,
                 clientset,
@@ -505,6 +514,7 @@ class Drive:
                 if self.deployments:
                     await self._start_workload(clientset)
                 self.say(f"leader {first} ({await backend.identity(first)}); t=0")
+                self.t0 = time.monotonic()
                 await self.observer.started()
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(_run_schedule(nemesis, self.schedule, self.duration, self.errors))
@@ -558,7 +568,9 @@ class Drive:
         from chaos.nemesis import NemesisError
         from kse.client.errors import ApiError
 
+        t0 = time.monotonic() if self.t0 is None else self.t0
         for rnd in self.rounds:
+            await asyncio.sleep(max(0.0, t0 + rnd.not_before - time.monotonic()))
             result = RoundResult(rnd.label)
             self.round_results.append(result)
             began = time.monotonic()
@@ -713,7 +725,9 @@ async def _run_attached(
         with contextlib.suppress(Exception):
             await backend.aclose()
     history = load_history([layout["audit_log"]], chaos_dir, layout["run_dir"], since=drive.started_at)
-    result = _check(scenario, history, lease_duration=lease_duration, young_after=drive.snapshot_at - YOUNG_S)
+    result = check_scenario(
+        scenario, history, lease_duration=lease_duration, young_after=drive.snapshot_at - YOUNG_S
+    )
     outcome = RunOutcome(scenario, seed, result, history, schedule, drive.errors, chaos_dir)
     say(f"scenario {scenario.name}: {'PASS' if outcome.passed else 'FAIL'}")
     return outcome

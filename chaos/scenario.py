@@ -307,6 +307,8 @@ class Round:
 
     label: str
     steps: tuple[Step, ...]
+    # Not started before this many seconds after t=0 (a soak spreads its rounds over its duration).
+    not_before: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,138 @@
+"""Memory and file descriptors of every process of a soak, sampled over the run, and the leak
+verdict: after a warm-up, a process's resident set and open fds stay flat.
+
+A process is judged per pid (a restarted scheduler is a new process with a new baseline), after its
+own warm-up (from its first sample), and only when it lived long enough after that to show a trend
+(`min_span_s`). Flat means: the median
+of its last third of samples is within `rss_slack` (a fraction) or `rss_floor_mib` of the median of
+its first third, whichever is larger, and its fd count within `fd_slack` of it. Medians, not the
+first and last samples, so a GC cycle or a burst of connections at either end is not a leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.procs.proctable import rss_mib
+
+__all__ = ["LeakPolicy", "ProcessSeries", "ResourceSampler", "fd_count", "judge_leaks"]
+
+
+def fd_count(pid: int) -> int | None:
+    """Open file descriptors of a live process; None once it is gone (or not ours to read)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+@dataclass
+class ProcessSeries:
+    """One process's samples: (seconds since the run's start, RSS MiB, open fds)."""
+
+    name: str
+    pid: int
+    samples: list[tuple[float, float, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LeakPolicy:
+    warmup_s: float = 60.0
+    min_span_s: float = 60.0  # after the warm-up
+    rss_slack: float = 0.25
+    rss_floor_mib: float = 30.0
+    fd_slack: int = 32
+
+
+def _thirds(values: list[float]) -> tuple[float, float]:
+    n = max(1, len(values) // 3)
+    return statistics.median(values[:n]), statistics.median(values[-n:])
+
+
+def judge_leaks(series: list[ProcessSeries], policy: LeakPolicy) -> dict[str, Any]:
+    """{"passed", "detail", "processes": [{name, pid, samples, rss_mib: [first, last, peak],
+    fds: [first, last], judged, leak}]}: one entry per process sampled."""
+    rows: list[dict[str, Any]] = []
+    leaks: list[str] = []
+    for s in series:
+        born = s.samples[0][0] if s.samples else 0.0
+        after = [x for x in s.samples if x[0] >= born + policy.warmup_s]  # its own warm-up
+        judged = len(after) >= 6 and after[-1][0] - after[0][0] >= policy.min_span_s
+        row: dict[str, Any] = {
+            "name": s.name,
+            "pid": s.pid,
+            "samples": len(s.samples),
+            "rss_mib": [
+                round(s.samples[0][1], 1),
+                round(s.samples[-1][1], 1),
+                round(max(x[1] for x in s.samples), 1),
+            ]
+            if s.samples
+            else None,
+            "fds": [s.samples[0][2], s.samples[-1][2]] if s.samples else None,
+            "judged": judged,
+            "leak": None,
+        }
+        if judged:
+            rss0, rss1 = _thirds([x[1] for x in after])
+            fd0, fd1 = _thirds([float(x[2]) for x in after])
+            problems = []
+            if rss1 - rss0 > max(policy.rss_slack * rss0, policy.rss_floor_mib):
+                problems.append(f"RSS {rss0:.1f} -> {rss1:.1f} MiB")
+            if fd1 - fd0 > policy.fd_slack:
+                problems.append(f"fds {fd0:.0f} -> {fd1:.0f}")
+            if problems:
+                row["leak"] = "; ".join(problems)
+                leaks.append(f"{s.name} (pid {s.pid}): {row['leak']}")
+        rows.append(row)
+    judged_n = sum(1 for r in rows if r["judged"])
+    detail = (
+        f"{judged_n} of {len(rows)} processes lived past their {policy.warmup_s:g} s warm-up "
+        "long enough to judge"
+    )
+    if leaks:
+        detail += (
+            "; growing: " + ", ".join(leaks[:5]) + (f" (+{len(leaks) - 5} more)" if len(leaks) > 5 else "")
+        )
+    else:
+        detail += "; all flat"
+    return {"passed": not leaks, "detail": detail, "processes": rows}
+
+
+class ResourceSampler:
+    """Samples every process `pids()` names (pid -> name), and this process as "kse-chaos", every
+    `interval_s` until stopped."""
+
+    def __init__(self, pids: Callable[[], dict[int, str]], interval_s: float = 5.0) -> None:
+        self.pids = pids
+        self.interval_s = interval_s
+        self.series: dict[int, ProcessSeries] = {}
+        self._t0 = time.monotonic()
+
+    def restart_clock(self) -> None:
+        """Time 0 of the samples (the warm-up counts from here): the run's t=0."""
+        self._t0 = time.monotonic()
+
+    def sample(self) -> None:
+        t = time.monotonic() - self._t0
+        targets = {**self.pids(), os.getpid(): "kse-chaos"}
+        for pid, name in targets.items():
+            rss, fds = rss_mib(pid), fd_count(pid)
+            if rss is None or fds is None:
+                continue
+            s = self.series.get(pid)
+            if s is None or s.name != name:
+                s = self.series[pid] = ProcessSeries(name, pid)
+            s.samples.append((round(t, 3), rss, fds))
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        while True:
+            await asyncio.to_thread(self.sample)
+            await asyncio.sleep(self.interval_s)
