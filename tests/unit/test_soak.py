@@ -153,6 +153,15 @@ def test_growing_memory_or_fds_fail() -> None:
     assert not verdict["passed"] and "fds" in verdict["detail"]
 
 
+def test_the_runners_own_memory_is_not_judged_but_its_fds_are() -> None:
+    growing = [100.0 + 10 * i for i in range(14)]
+    runner = _series("kse-chaos", growing, [20] * 14)
+    runner.judge_rss = False
+    assert judge_leaks([runner], POLICY)["passed"]
+    runner.samples = [(t, r, 20 + 10 * i) for i, (t, r, _) in enumerate(runner.samples)]
+    assert not judge_leaks([runner], POLICY)["passed"]
+
+
 def test_a_short_lived_process_is_reported_but_not_judged() -> None:
     growing = [100.0 + 50 * i for i in range(5)]
     verdict = judge_leaks([_series("scheduler-2", growing, [20] * 5, born=100.0)], POLICY)
