@@ -21,7 +21,7 @@ from apiserver_mock.flowcontrol import FlowControlConfig
 from apiserver_mock.server import APIServer, ServerConfig
 from certs.layout import ADMIN, APISERVER, APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
 from kse.config import ConnectionFile
-from kse.durations import PositiveDuration
+from kse.durations import DurationFlag, PositiveDuration
 from kse.etcdclient import EtcdError, EtcdTLS
 from kse.fileio import write_atomic
 from kse.flags.argtypes import boolean as _go_bool
@@ -66,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     etcd.add_argument("--etcd-key", type=Path, help="client key towards etcd")
     etcd.add_argument(
         "--prefix", default="/registry", help="etcd key prefix of this cluster (default: %(default)s)"
+    )
+    etcd.add_argument(
+        "--etcd-compaction-interval",
+        action=DurationFlag,
+        default=300.0,
+        metavar="DURATION",
+        help="the interval of compaction requests, as kube-apiserver's (each compacts etcd to the "
+        "revision of one interval before); 0 disables them (default: 5m)",
     )
     srv = p.add_argument_group("serving")
     srv.add_argument(
@@ -268,6 +276,7 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         bookmark_interval=args.bookmark_interval,
         watch_send_timeout=args.watch_send_timeout,
         max_connection_age=args.max_connection_age,
+        etcd_compaction_interval=args.etcd_compaction_interval,
         fencing=args.fencing == "on",
         require_fence_for=tuple(dict.fromkeys(u for u in args.require_fence_for if u)),
         audit_log=args.audit_log,

@@ -64,6 +64,8 @@ class ServerConfig:
     bookmark_interval: float = 1.0
     watch_send_timeout: float = 30.0
     max_connection_age: float = 300.0
+    # etcd compaction every this many seconds (apiserver_mock.storage.compactor); 0: none.
+    etcd_compaction_interval: float = 300.0
     # Leader fencing (apiserver_mock.fencing): check writes' fence tokens; users whose writes
     # (other than Lease writes) must carry one.
     fencing: bool = True
@@ -310,6 +312,11 @@ class APIServer:
         log.info("listening on %s; loading watch caches", self.address)
         await self._wait_caches()
         self._spawn(self._progress_loop(), name="progress")
+        if cfg.etcd_compaction_interval > 0:
+            from apiserver_mock.storage.compactor import run_compactor
+
+            assert self.etcd is not None
+            self._spawn(run_compactor(self.etcd, cfg.etcd_compaction_interval), name="etcd-compactor")
         # The system namespaces exist before the server reports SERVING (kubectl get ns on a fresh
         # cluster lists them); if etcd fails now, the background loop keeps trying.
         first_wait = RESYNC_INTERVAL_S

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from chaos.scenario import SCENARIOS_DIR, ScenarioError, find_scenario, load_scenario
-from kse.durations import positive_duration
+from kse.durations import PositiveDuration
 
 __all__ = ["build_parser", "main"]
 
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     soak = sub.add_parser("soak", help="a long seeded schedule of faults under load, checked as it goes")
     soak.add_argument(
         "--duration",
-        type=positive_duration,
+        action=PositiveDuration,
         required=True,
         metavar="D",
         help="how long the faults go on: seconds or a Go duration (3m, 1h)",

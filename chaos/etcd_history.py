@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kse.etcdclient import EtcdClient, EtcdTLS
+from kse.etcdclient import CompactedError, EtcdClient, EtcdTLS
 from kse.etcdclient.model import prefix_range_end
 from kse.objects.kinds import BY_RESOURCE
 from kse.records import JsonlWriter, read_jsonl
+
+log = logging.getLogger(__name__)
 
 ETCD_HISTORY_FILE = "etcd-history.jsonl"
 
@@ -78,7 +81,23 @@ async def read_etcd_history(
     endpoints: list[str], tls: EtcdTLS | None, prefix: str, *, start_revision: int = 1, within: float = 60.0
 ) -> list[EtcdWrite]:
     """Every PUT and DELETE under `prefix` from `start_revision` to etcd's revision now (a progress
-    notification at or past it ends the read: the last write may be under another prefix)."""
+    notification at or past it ends the read: the last write may be under another prefix).
+
+    When etcd has been compacted past `start_revision` (the API server compacts every
+    --etcd-compaction-interval), the history starts at the compaction point instead: what came
+    before is gone from etcd, and `audit_matches_etcd` judges only the window read."""
+    try:
+        return await _read_history(endpoints, tls, prefix, start_revision, within)
+    except CompactedError as e:
+        if e.compact_revision <= start_revision:
+            raise
+        log.info("etcd compacted up to revision %d: its history is read from there", e.compact_revision)
+        return await _read_history(endpoints, tls, prefix, e.compact_revision, within)
+
+
+async def _read_history(
+    endpoints: list[str], tls: EtcdTLS | None, prefix: str, start_revision: int, within: float
+) -> list[EtcdWrite]:
     key = prefix.rstrip("/").encode() + b"/"
     etcd = await EtcdClient.connect(endpoints, tls=tls)
     out: list[EtcdWrite] = []
