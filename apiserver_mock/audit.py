@@ -32,7 +32,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from certs.identity import Identity
-from kse.audit import AuditFence, AuditRecord
+from kse.audit import AuditFence, AuditRecord, audit_log_backup_name, audit_log_backups
 from kse.objects.kinds import BY_FIELD, Kind, UnknownKindError, lookup_resource
 from proto import kse_pb2 as pb
 
@@ -52,12 +52,28 @@ LEASE = BY_FIELD["lease"]
 
 
 class AuditLog:
-    """An append-only JSON-lines file of AuditRecords (see the module doc for durability)."""
+    """An append-only JSON-lines file of AuditRecords (see the module doc for durability).
 
-    def __init__(self, path: Path) -> None:
+    With `max_size_bytes`, rotated as kube-apiserver's `--audit-log-maxsize` / `--audit-log-maxbackup`
+    (lumberjack): a record that would take the file past the size goes to a fresh file, the full
+    one renamed to `<stem>-<UTC time>.<ext>` beside it (`kse.audit.audit_log_files` lists them in
+    order), and only the newest `max_backups` renamed files are kept (0: all). A record is never
+    split across files, and the rename is atomic, so a reader sees every record exactly once."""
+
+    def __init__(self, path: Path, *, max_size_bytes: int = 0, max_backups: int = 0) -> None:
+        if max_size_bytes < 0 or max_backups < 0:
+            raise ValueError("audit log max size and max backups must be >= 0")
         self.path = path
+        self.max_size_bytes = max_size_bytes
+        self.max_backups = max_backups
+        self.rotations = 0
+        self._last_backup = 0.0
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd: int | None = self._open()
+        self._size = os.fstat(self._fd).st_size
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
     def write(self, record: AuditRecord) -> None:
         """Append one record as one `write(2)`; returns once the line is in the kernel's hands.
@@ -68,9 +84,34 @@ class AuditLog:
         if fd is None:
             raise OSError(f"audit log {self.path} is closed")
         data = (record.to_json() + "\n").encode()
+        if self.max_size_bytes and self._size and self._size + len(data) > self.max_size_bytes:
+            fd = self._rotate(fd)
         written = os.write(fd, data)
         while written < len(data):  # a short write to a regular file: only near ENOSPC
             written += os.write(fd, data[written:])
+        self._size += len(data)
+
+    def _rotate(self, fd: int) -> int:
+        """Rename the full file aside, open a fresh one, drop the oldest backups past the limit."""
+        os.close(fd)
+        self._fd = None
+        when = max(time.time(), self._last_backup + 0.001)  # never two in one millisecond
+        backup = self.path.with_name(audit_log_backup_name(self.path, when))
+        while backup.exists():  # a backup from a clock that ran ahead: never overwrite one
+            when += 0.001
+            backup = self.path.with_name(audit_log_backup_name(self.path, when))
+        self._last_backup = when
+        os.rename(self.path, backup)
+        self._fd = fd = self._open()
+        self._size = 0
+        self.rotations += 1
+        if self.max_backups:
+            for old in audit_log_backups(self.path)[: -self.max_backups]:
+                try:
+                    old.unlink()
+                except OSError as e:
+                    log.warning("audit log backup %s not removed: %s", old, e)
+        return fd
 
     def close(self) -> None:
         fd, self._fd = self._fd, None

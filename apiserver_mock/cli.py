@@ -214,6 +214,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="append one JSON line (kse.audit.AuditRecord) per write request to PATH, before answering",
     )
+    fence.add_argument(
+        "--audit-log-maxsize",
+        type=_non_negative_int,
+        default=0,
+        metavar="MB",
+        help="rotate the audit log once it would pass this many megabytes, as kube-apiserver's; "
+        "0: never (default: %(default)s)",
+    )
+    fence.add_argument(
+        "--audit-log-maxbackup",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="keep at most N rotated audit log files, the newest; 0: all (default: %(default)s)",
+    )
     add_log_level_flag(p)
     add_failpoint_flags(p)
     return p
@@ -280,6 +295,8 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         fencing=args.fencing == "on",
         require_fence_for=tuple(dict.fromkeys(u for u in args.require_fence_for if u)),
         audit_log=args.audit_log,
+        audit_log_max_bytes=args.audit_log_maxsize * 1024 * 1024,
+        audit_log_max_backups=args.audit_log_maxbackup,
         http_listen=args.http_listen,
         http_max_inflight=args.http_max_inflight,
         gc_freeze=args.gc_freeze,

@@ -72,6 +72,8 @@ class ServerConfig:
     require_fence_for: tuple[str, ...] = ()
     # Append one kse.audit.AuditRecord JSON line per write request here (apiserver_mock.audit).
     audit_log: Path | None = None
+    audit_log_max_bytes: int = 0  # rotate past this size (--audit-log-maxsize); 0: never
+    audit_log_max_backups: int = 0  # rotated files kept (--audit-log-maxbackup); 0: all
     # How often the etcd client looks at --etcd-ca/--etcd-cert/--etcd-key and, when they changed,
     # moves to new channels (kse.etcdclient.client, "Credential reload"); None: read them once.
     etcd_credential_reload_interval: float | None = 1.0
@@ -235,7 +237,9 @@ class APIServer:
         fencer = Fencer(self.caches["lease"], store, enabled=cfg.fencing, require_for=cfg.require_fence_for)
         registry = Registry(store, self.caches, Authorizer(), prefix, fencer)
         if cfg.audit_log is not None:
-            self.audit = AuditLog(cfg.audit_log)
+            self.audit = AuditLog(
+                cfg.audit_log, max_size_bytes=cfg.audit_log_max_bytes, max_backups=cfg.audit_log_max_backups
+            )
         self.flowcontrol = FlowControl(cfg.flowcontrol, list_size=partial(_stored_count, registry))
         self._service = ResourcesService(
             registry,

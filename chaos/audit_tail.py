@@ -6,6 +6,7 @@ run; the checkers read the whole audit log afterwards (`chaos.history`), never t
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ class AuditTail:
     def __init__(self, paths: Sequence[Path]) -> None:
         self.paths = [Path(p) for p in paths]
         self._offsets = [0] * len(self.paths)
+        self._inodes: list[int | None] = [None] * len(self.paths)
         self._partial = [b""] * len(self.paths)
         self.binds: Counter[tuple[str, int]] = Counter()
         self.by_holder: Counter[str] = Counter()
@@ -30,6 +32,9 @@ class AuditTail:
         for i, path in enumerate(self.paths):
             try:
                 with path.open("rb") as f:
+                    inode = os.fstat(f.fileno()).st_ino
+                    if inode != self._inodes[i]:  # rotated (--audit-log-maxsize): a new file
+                        self._inodes[i], self._offsets[i], self._partial[i] = inode, 0, b""
                     f.seek(self._offsets[i])
                     data = f.read()
             except FileNotFoundError:

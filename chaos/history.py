@@ -39,7 +39,7 @@ from google.protobuf.message import Message
 
 from chaos.etcd_history import ETCD_HISTORY_FILE, EtcdWrite, load_etcd_history
 from chaos.podtimeline import TIMELINE_FILE, PodStateRecord, read_timeline
-from kse.audit import AuditRecord, read_audit_log
+from kse.audit import AuditRecord, read_audit_logs
 from kse.client.informer import LIST, HistoryRecord
 from kse.objects.meta import object_key  # re-exported (in __all__): the checkers' key
 from kse.records import APPLICATION_CODES, JsonlWriter, RpcErrorRecord, RpcErrorRecorder, read_jsonl
@@ -629,7 +629,7 @@ class History:
             pods, nodes, created = load_snapshot(snapshot)
             snapshot_revision = load_snapshot_revision(snapshot)
             pdbs, deployments = load_workloads(snapshot)
-        audit_recs = [r for p in audit for r in read_audit_log(p)]
+        audit_recs = [r for p in audit for r in read_audit_logs(p)]  # rotated backups too
         audit_recs.sort(key=lambda r: r.ts)  # stable: file order within a log
         return cls(
             audit=audit_recs,

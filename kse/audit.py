@@ -8,6 +8,8 @@ may import, and nowhere else.
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -87,6 +89,39 @@ class AuditRecord:
 _RECORD_FIELDS = tuple(f.name for f in fields(AuditRecord))
 _FENCE_FIELDS = tuple(f.name for f in fields(AuditFence))
 _REQUIRED_TEXT = ("user", "verb", "resource", "namespace", "name", "code")
+
+
+_BACKUP_TIME = "%Y-%m-%dT%H-%M-%S"  # lumberjack's "2006-01-02T15-04-05.000", UTC
+
+
+def audit_log_backup_name(path: Path, when: float) -> str:
+    """The name a rotated audit log takes: `audit-2026-12-03T09-07-47.123.jsonl` for `audit.jsonl`,
+    as kube-apiserver's (lumberjack) backups; fixed width, so names sort in time order."""
+    stamp = time.strftime(_BACKUP_TIME, time.gmtime(when)) + f".{int(when * 1000) % 1000:03d}"
+    return f"{path.stem}-{stamp}{path.suffix}"
+
+
+def audit_log_backups(path: Path) -> list[Path]:
+    """The rotated files of the audit log at `path`, oldest first."""
+    pattern = re.compile(
+        re.escape(path.stem) + r"-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3}" + re.escape(path.suffix) + "$"
+    )
+    try:
+        names = [p for p in path.parent.iterdir() if pattern.match(p.name)]
+    except FileNotFoundError:
+        return []
+    return sorted(names, key=lambda p: p.name)
+
+
+def audit_log_files(path: Path) -> list[Path]:
+    """Every file of the audit log at `path` in write order: its rotated backups, then itself."""
+    return [*audit_log_backups(path), *([path] if path.exists() else [])]
+
+
+def read_audit_logs(path: Path) -> Iterator[AuditRecord]:
+    """Every record of the audit log at `path`, its rotated backups first (`AuditLog` rotation)."""
+    for p in audit_log_files(path):
+        yield from read_audit_log(p)
 
 
 def read_audit_log(path: Path) -> Iterator[AuditRecord]:

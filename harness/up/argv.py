@@ -52,6 +52,10 @@ def http_listen(port: int) -> str:
 FENCED_USERS = ("system:kube-scheduler", "system:kube-controller-manager")
 
 
+AUDIT_LOG_MAX_MB = 100
+AUDIT_LOG_MAX_BACKUPS = 3
+
+
 def apiserver_extra_args(plan: ClusterPlan, http_port: int | None = None) -> list[str]:
     """What `kse up` adds to `harness.procs.apiserver.ApiServerProcess`'s own flags (it sets the
     listen address, etcd endpoints, prefix, PKI dir and ready file).
@@ -63,6 +67,9 @@ def apiserver_extra_args(plan: ClusterPlan, http_port: int | None = None) -> lis
         "--connection-file", str(plan.connection_file),
         "--log-level", plan.log_level,
         "--audit-log", str(plan.audit_log),
+        # Capped: at most 100 MB live + 3 rotated files (about 5 h of `make up`'s traffic).
+        "--audit-log-maxsize", str(AUDIT_LOG_MAX_MB),
+        "--audit-log-maxbackup", str(AUDIT_LOG_MAX_BACKUPS),
     ]  # fmt: skip
     if plan.http:
         args += ["--http-listen", http_listen(plan.http_port or http_port or 0)]

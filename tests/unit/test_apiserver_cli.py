@@ -38,6 +38,11 @@ def run_main(argv, capsys) -> tuple[int, str]:
             "no such file",
         ),
         (["--etcd-endpoints", "http://x:1", "--log-level", "loud"], "invalid choice"),
+        (["--etcd-endpoints", "http://x:1", "--audit-log-maxsize", "-1"], "--audit-log-maxsize"),
+        (
+            ["--etcd-endpoints", "http://x:1", "--etcd-compaction-interval", "soon"],
+            "--etcd-compaction-interval",
+        ),
     ],
 )
 def test_bad_flags_exit_2(argv, needle, capsys):
@@ -102,6 +107,18 @@ def test_fencing_and_audit_flags(pki, tmp_path: Path):
     assert cfg.fencing is False
     assert cfg.require_fence_for == ("system:kube-scheduler", "kse:other")
     assert cfg.audit_log == tmp_path / "audit.jsonl"
+    assert cfg.audit_log_max_bytes == 0 and cfg.audit_log_max_backups == 0  # upstream's: never rotate
+    args = parser.parse_args([*base, "--audit-log-maxsize", "100", "--audit-log-maxbackup", "3"])
+    cfg = cli.config_from_args(parser, args)
+    assert cfg.audit_log_max_bytes == 100 * 1024 * 1024 and cfg.audit_log_max_backups == 3
+
+
+def test_etcd_compaction_interval_flag(pki):
+    parser = cli.build_parser()
+    base = ["--etcd-endpoints", "http://127.0.0.1:1", "--pki-dir", str(pki.dir)]
+    assert cli.config_from_args(parser, parser.parse_args(base)).etcd_compaction_interval == 300.0
+    args = parser.parse_args([*base, "--etcd-compaction-interval", "0"])
+    assert cli.config_from_args(parser, args).etcd_compaction_interval == 0.0
 
 
 def test_fencing_flag_takes_on_or_off(capsys):
