@@ -34,7 +34,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from chaos.scenario import SCENARIOS_DIR, ScenarioError, find_scenario, load_scenario
+from chaos.run_header import run_header
+from chaos.scenario import SCENARIOS_DIR, Scenario, ScenarioError, find_scenario, load_scenario
 from kse.durations import PositiveDuration
 
 __all__ = ["build_parser", "main"]
@@ -98,14 +99,34 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def scenario_settings(s: Scenario, short: bool) -> dict[str, str]:
+    """The settings a report's header names (`chaos.run_header`)."""
+    c = s.cluster
+    return {
+        "form": "short" if short else "full",
+        "duration": f"{s.duration:g}s",
+        "replicas": str(c.replicas),
+        "etcd members": str(c.etcd_members),
+        "nodes": str(c.nodes),
+        "rate": f"{c.rate:g} pods/s",
+        "lease": f"{c.lease_duration:g}s/{c.renew_deadline:g}s/{c.retry_period:g}s",
+        "election": c.election.strategy,
+    }
+
+
 def _list() -> int:
+    """Each scenario's name, its faults-and-workload duration (full and `--short`; "+": and until
+    its rounds are through), and what it does."""
+    print(f"{'SCENARIO':30} {'DURATION':>8} {'SHORT':>6}  DESCRIPTION")
     for path in sorted(SCENARIOS_DIR.glob("*.yaml")):
         try:
             s = load_scenario(path)
         except ScenarioError as e:
-            print(f"{path.stem:24} INVALID: {e}")
+            print(f"{path.stem:30} INVALID: {e}")
             continue
-        print(f"{s.name:24} {s.description}")
+        more = "+" if s.rounds else ""  # rounds run until they are through: at least this long
+        full, short = f"{s.duration:.3g}s{more}", f"{s.short().duration:.3g}s{more}"
+        print(f"{s.name:30} {full:>8} {short:>6}  {s.description}")
     return 0
 
 
@@ -148,7 +169,8 @@ def _run(args: argparse.Namespace) -> int:
     for err in outcome.errors:
         print(f"kse chaos run: fault not injected: {err}", file=sys.stderr)
     if args.report is not None:
-        paths = write_report(outcome.result, outcome.history, args.report)
+        header = run_header("chaos run", scenario.name, outcome.seed, scenario_settings(scenario, args.short))
+        paths = write_report(outcome.result, outcome.history, args.report, run=header)
         (args.report / "run.json").write_text(
             json.dumps(outcome.to_json(), indent=2) + "\n", encoding="utf-8"
         )
@@ -186,7 +208,10 @@ def _soak(args: argparse.Namespace) -> int:
     assert isinstance(outcome, SoakOutcome)
     doc = outcome.to_json()
     if args.report is not None:
-        paths = write_report(outcome.run.result, outcome.run.history, args.report)
+        scenario = outcome.run.scenario
+        settings = {"duration": f"{args.duration:g}s", **scenario_settings(scenario, False)}
+        header = run_header("chaos soak", "soak", args.seed, settings)
+        paths = write_report(outcome.run.result, outcome.run.history, args.report, run=header)
         (args.report / "soak.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         print(f"[chaos] report: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     if args.json:

@@ -459,7 +459,18 @@ def _md_sections(result: Mapping[str, Any]) -> list[str]:
 
 
 def to_markdown(result: Mapping[str, Any], *, timeline: str | None = "timeline.png") -> str:
-    parts = [f"# Failover benchmark: {result['fault']}, {result['election']}", "", _headline(result), ""]
+    from chaos.run_header import run_header
+
+    header = run_header("bench failover", str(result["fault"]), result.get("seed"), {})
+    parts = [
+        f"# Failover benchmark: {result['fault']}, {result['election']}",
+        "",
+        _headline(result),
+        "",
+        f"Report written {header['date']} with kse {header['version']}"
+        + (f"; seed {result['seed']}." if result.get("seed") is not None else "."),
+        "",
+    ]
     parts += _md_sections(result)
     parts += ["", how_to_read(result)]
     if timeline:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -266,13 +267,19 @@ def write_report(
     stem: str = "report",
     lease: str = SCHEDULER_LEASE,
     plot: bool = True,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Path]:
-    """Write `<stem>.json`, `<stem>.md` and (if matplotlib is available) `timeline.png`."""
+    """Write `<stem>.json`, `<stem>.md` and (if matplotlib is available) `timeline.png`. `run`:
+    what was run (`chaos.run_header.run_header`), the Markdown's first lines and the JSON's "run"."""
+    from chaos.run_header import header_markdown
+
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = {"json": d / f"{stem}.json", "markdown": d / f"{stem}.md"}
-    paths["json"].write_text(to_json(result) + "\n", encoding="utf-8")
-    paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
+    doc = result.to_dict(100) | ({"run": dict(run)} if run is not None else {})
+    paths["json"].write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    head = "\n".join(header_markdown(run)) + "\n" if run is not None else ""
+    paths["markdown"].write_text(head + to_markdown(result) + rpc_errors_markdown(history), encoding="utf-8")
     if plot:
         try:
             import matplotlib  # noqa: F401
@@ -280,6 +287,28 @@ def write_report(
             return paths
         paths["png"] = plot_timeline(history, d / "timeline.png", lease=lease)
     return paths
+
+
+def rpc_errors_markdown(history: History) -> str:
+    """Failed RPCs the run's clients saw, by gRPC code and by client (empty when there were none)."""
+    if not history.rpc_errors:
+        return ""
+    by_code = Counter(e.code for e in history.rpc_errors)
+    by_client: dict[str, Counter[str]] = {}
+    for e in history.rpc_errors:
+        by_client.setdefault(e.client, Counter())[e.code] += 1
+    codes = sorted(by_code)
+    lines = [
+        "",
+        f"## RPC errors by code ({len(history.rpc_errors)})",
+        "",
+        "| client | " + " | ".join(codes) + " |",
+        "|---|" + "---|" * len(codes),
+    ]
+    for client in sorted(by_client):
+        lines.append(f"| {client} | " + " | ".join(str(by_client[client].get(c, 0)) for c in codes) + " |")
+    lines.append("| **all** | " + " | ".join(f"**{by_code[c]}**" for c in codes) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _label_lanes(starts: list[float], widths: list[float], max_lanes: int = 6) -> list[int]:

@@ -100,8 +100,15 @@ def test_fault_not_injected_fails_the_run(stub_run: list[Any], capsys: pytest.Ca
 def test_report_dir(stub_run: list[Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stub_run.append(_outcome(True))
     assert cli.main(["run", "kill-leader", "--report", str(tmp_path / "r")]) == 0
-    assert (tmp_path / "r" / "report.md").exists()
+    report = (tmp_path / "r" / "report.md").read_text()
     assert json.loads((tmp_path / "r" / "run.json").read_text())["passed"] is True
+    # What was run comes first: the scenario, its seed, settings, date and version.
+    first = report.splitlines()[:3]
+    assert first[0].startswith("# kse chaos run: kill-leader (seed ")
+    assert "with kse " in first[2] and "lease 15s/10s/2s" in first[2] and "replicas 3" in first[2]
+    assert "## RPC errors by code (2)" in report and "| scheduler-2 | 2 |" in report
+    run = json.loads((tmp_path / "r" / "report.json").read_text())["run"]
+    assert run["name"] == "kill-leader" and run["kind"] == "chaos run" and run["version"]
 
 
 @pytest.mark.parametrize(
@@ -128,6 +135,9 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert "kill-leader" in out and "INVALID" not in out
+    assert out.splitlines()[0].split()[:3] == ["SCENARIO", "DURATION", "SHORT"]
+    kill = next(line for line in out.splitlines() if line.startswith("kill-leader "))
+    assert kill.split()[1:3] == ["60s", "10s"]  # scenarios/kill-leader.yaml: duration 60, short 10
 
 
 def test_attach_to_a_missing_dir_or_cluster_says_so(
