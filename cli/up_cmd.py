@@ -187,6 +187,7 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
         fresh=args.fresh,
         etcd_tls=args.etcd_tls,
         restart_policy=BackoffPolicy(),
+        supervise_control_plane=True,
         log_level=args.log_level,
         cert_ttl=args.cert_ttl,
         partition_proxies=args.partition_proxies,
@@ -409,7 +410,9 @@ async def _watch_loop(
 
 
 def _dead_core(cluster: Cluster) -> list[str]:
-    """etcd, the API server or nodesim exited on their own: the cluster cannot go on."""
+    """etcd, the API server or nodesim exited on their own and nothing brings them back: the
+    cluster cannot go on. (`kse up` supervises etcd members and the API server: their exits are
+    restarts, shown as events, never the end of the run.)"""
     from harness.procs.launcher import log_tail
 
     dead = []
@@ -419,6 +422,8 @@ def _dead_core(cluster: Cluster) -> list[str]:
     if cluster.nodesim is not None:
         procs.append(("nodesim", cluster.nodesim))
     for name, proc in procs:
+        if cluster.supervised(proc.name):
+            continue
         if proc.pid is not None and not proc.running:
             tail = "\n".join(f"  | {line}" for line in log_tail(proc.log_path, 15).splitlines())
             dead.append(

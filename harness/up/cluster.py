@@ -603,6 +603,10 @@ class Cluster:
             if self.supervisor is not None:
                 self.supervisor.add(r.process)
         if self.supervisor is not None:
+            if plan.supervise_control_plane:
+                for m in self.etcd_members:
+                    self.supervisor.add(m.managed)
+                self.supervisor.add(api)
             await self._enter("supervisor", self.supervisor.running())
         if self.status is not None:
             await self._enter("status", self.status.running())
@@ -627,6 +631,10 @@ class Cluster:
             total = f", {plan.workload_total} in all" if plan.workload_total else ""
             say(f"workload ready: {plan.rate:g} pods/s{total}, run {self.run_id} ({mark('workload'):.1f}s)")
         mark("ready")
+
+    def supervised(self, name: str) -> bool:
+        """Whether the supervisor brings `name` back when it exits."""
+        return self.supervisor is not None and self.supervisor.has(name)
 
     @property
     def restart_policy_enabled(self) -> bool:

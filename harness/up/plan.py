@@ -102,6 +102,10 @@ class ClusterPlan:
     # Each start of a replica gets identity `<name>_<hex>` (as upstream's hostname_uuid); False: `<name>`.
     unique_identities: bool = True
     restart_policy: BackoffPolicy | None = field(default_factory=BackoffPolicy)  # None: no restarts
+    # The supervisor restarts etcd members and the API server too (`kse up`: a crashed member or API
+    # server is brought back, as a kubelet would, instead of stopping the cluster). Off for chaos
+    # and benchmark clusters: there the nemesis starts what it killed, when the fault says.
+    supervise_control_plane: bool = False
     log_level: str = "info"
     grace: float = 10.0  # SIGTERM -> SIGKILL
     ready_timeout: float = 60.0

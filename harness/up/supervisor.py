@@ -178,6 +178,9 @@ class Supervisor:
     def items(self) -> list[Supervised]:
         return list(self._items.values())
 
+    def has(self, name: str) -> bool:
+        return name in self._items
+
     @property
     def history(self) -> list[RestartRecord]:
         """Every exit of every supervised process, in time order."""

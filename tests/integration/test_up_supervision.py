@@ -1,0 +1,81 @@
+"""`kse up` brings etcd members and the API server back, as a kubelet restarts a crashed static pod:
+the SIGKILL of one of three etcd members (quorum intact) and then of the API server no longer stop
+the cluster. Both come back under new pids, pods keep being bound afterwards, and the run ends
+cleanly with nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.clusterfile import ClusterFile, ClusterFileError
+from harness.procs.proctable import pid_alive
+from kse.audit import read_audit_logs
+from tests.fixtures.procs import procs_naming
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FAST_ELECTION = ["--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.5"]
+
+
+def _pid(data: Path, name: str) -> int | None:
+    try:
+        entry = ClusterFile.load(data).processes.get(name)
+    except (ClusterFileError, OSError, ValueError):
+        return None
+    return entry.pid if entry is not None and entry.running else None
+
+
+def _wait_for(what: str, probe, within: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+
+
+def test_kse_up_restarts_a_killed_etcd_member_and_a_killed_api_server(tmp_path: Path) -> None:
+    data = tmp_path / "kse"
+    argv = [
+        sys.executable, "-m", "kse", "up", "--duration", "45", "--json",
+        "--etcd-members", "3", "--nodes", "5", "--rate", "5", "--replicas", "2",
+        "--data-dir", str(data), *FAST_ELECTION,
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        etcd_pid = _wait_for("etcd-1 in cluster.json", lambda: _pid(data, "etcd-1"))
+        api_pid = _wait_for("the API server in cluster.json", lambda: _pid(data, "apiserver"))
+        _wait_for("a leader", lambda: (data / "run" / "scheduler-1.ready.json").exists())
+        os.kill(etcd_pid, signal.SIGKILL)
+        _wait_for("etcd-1 back", lambda: (_pid(data, "etcd-1") or etcd_pid) != etcd_pid)
+        os.kill(api_pid, signal.SIGKILL)
+        _wait_for("the API server back", lambda: (_pid(data, "apiserver") or api_pid) != api_pid)
+        back_at = time.time()
+        assert proc.poll() is None, "kse up stopped"
+        out, err = proc.communicate(timeout=100)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{err[-4000:]}"
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["errors"] == [] and summary["leftovers"] == [], summary
+    assert "etcd-1 exited (code -9)" in err and "apiserver exited (code -9)" in err, err[-4000:]
+    binds_after = [
+        r
+        for r in read_audit_logs(data / "audit" / "audit.jsonl")
+        if r.verb == "bind" and r.code == "OK" and r.ts > back_at
+    ]
+    assert binds_after, "no pod bound after the API server came back"
+    alive = [p for p in summary["processes"] if pid_alive(p["pid"])]
+    assert not alive and not procs_naming(str(data)), alive
