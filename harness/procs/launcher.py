@@ -12,8 +12,11 @@ also keeps a terminal Ctrl-C away from the children: the parent gets the Keyboar
 its children down in order, instead of every process dying at once. `Launcher` is the lifetime: an
 (async) context manager that stops, in reverse start order, every process it started, also on an
 exception or Ctrl-C; a second Ctrl-C during that shutdown kills what is left at once. An `atexit`
-hook SIGKILLs any group still running when the interpreter exits (a parent killed by SIGKILL cannot
-clean up; nothing can help that short of the children watching their parent).
+hook SIGKILLs any group still running when the interpreter exits. A parent killed by SIGKILL cannot
+clean up, so on Linux the kernel does it: a child started from the main thread asks for SIGKILL when
+its parent dies (prctl PR_SET_PDEATHSIG), so a `kill -9` of `kse up` takes its children with it.
+Not for children started from other threads: the kernel ties that signal to the thread that forked,
+and a worker thread ending would kill a child meant to outlive it.
 
 Waiting is by polling (`Popen.poll`, a ready file) at `POLL_INTERVAL`, so the same object works from
 sync code (test fixtures, `*_sync` methods) and from any event loop (`await p.wait_ready()`), with no
@@ -30,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -114,6 +118,48 @@ def _child_env(env: Mapping[str, str | None] | None, inherit: bool) -> dict[str,
 
 _start_counter = 0
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
+
+
+def _load_prctl() -> Callable[[], None] | None:
+    """`prctl(PR_SET_PDEATHSIG, SIGKILL)`, resolved now so the forked child only calls it; None off
+    Linux or without a libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1  # linux/prctl.h
+    sigkill = int(signal.SIGKILL)
+
+    def die_with_parent() -> None:
+        prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
+
+    return die_with_parent
+
+
+def _die_with(parent: int, arm: Callable[[], None]) -> Callable[[], None]:
+    def hook() -> None:
+        arm()
+        if os.getppid() != parent:  # the parent died between fork and prctl: nobody to signal us
+            os._exit(1)
+
+    return hook
+
+
+_DIE_WITH_PARENT = _load_prctl()
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """The `preexec_fn` for a child started now: die with this process, when started from the main
+    thread (see the module doc); None otherwise."""
+    if _DIE_WITH_PARENT is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return _die_with(os.getpid(), _DIE_WITH_PARENT)
 
 
 def _next_start_seq() -> int:
@@ -246,6 +292,7 @@ class ManagedProcess:
                     cwd=self.cwd,
                     start_new_session=True,
                     close_fds=True,
+                    preexec_fn=_die_with_parent_hook(),
                 )
             except OSError as e:
                 raise LaunchError(f"cannot start {self.name} ({argv[0]}): {e}") from e

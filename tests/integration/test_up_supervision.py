@@ -79,3 +79,26 @@ def test_kse_up_restarts_a_killed_etcd_member_and_a_killed_api_server(tmp_path: 
     assert binds_after, "no pod bound after the API server came back"
     alive = [p for p in summary["processes"] if pid_alive(p["pid"])]
     assert not alive and not procs_naming(str(data)), alive
+
+
+def test_a_sigkilled_kse_up_takes_its_children_with_it(tmp_path: Path) -> None:
+    data = tmp_path / "kse"
+    argv = [
+        sys.executable, "-m", "kse", "up", "--nodes", "3", "--rate", "2", "--replicas", "2",
+        "--data-dir", str(data), *FAST_ELECTION,
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO_ROOT)
+    try:
+        _wait_for("nodesim in cluster.json", lambda: _pid(data, "nodesim"))
+        _wait_for("the workload in cluster.json", lambda: _pid(data, "workload"))
+        children = [
+            p.pid for p in ClusterFile.load(data).processes.values() if p.pid is not None and p.running
+        ]
+        assert len(children) >= 6, children  # etcd, API server, 2 schedulers, 2 controller managers, ...
+        proc.kill()
+        proc.wait(timeout=10)
+        _wait_for("every child gone", lambda: not any(pid_alive(pid) for pid in children), within=15)
+        assert not procs_naming(str(data)), procs_naming(str(data))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
