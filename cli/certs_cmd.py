@@ -176,6 +176,35 @@ def _cmd_rotate_ca(args: argparse.Namespace) -> int:
     else:
         print(f"{args.phase}: already done, nothing changed")
     print(result.status.describe())
+    if args.phase in ETCD_RELOAD_PHASES and result.changed:
+        return _reload_etcd_trust(args.dir, args.phase)
+    return 0
+
+
+# etcd 3.5 reads --trusted-ca-file only at start: after these phases every member must restart.
+ETCD_RELOAD_PHASES = ("add", "remove")
+
+
+def _reload_etcd_trust(pki_dir: Path, phase: str) -> int:
+    """On a running `kse up`: restart its etcd members one at a time now. Elsewhere: say how."""
+    import asyncio
+
+    from harness.up.etcd_restarts import EtcdRestartError, restart_etcd_members, running_cluster_for_pki
+
+    cf = running_cluster_for_pki(pki_dir)
+    if cf is None:
+        print(
+            f"next: etcd reads its trusted CA only at start. Restart each etcd member now, one at a "
+            f"time, each healthy before the next (compose: `docker compose restart etcd-1`, then etcd-2, "
+            f"etcd-3), before the phase after {phase}."
+        )
+        return 0
+    print(f"{phase}: restarting the etcd members of the running kse up (pid {cf.owner_pid}) one at a time")
+    try:
+        names = asyncio.run(restart_etcd_members(cf.data_dir, lambda m: print(f"{phase}: {m}", flush=True)))
+    except EtcdRestartError as e:
+        return _error(f"{e}; restart the remaining etcd members by hand before the next phase", 1)
+    print(f"{phase}: every etcd member ({', '.join(names)}) now trusts the new bundle")
     return 0
 
 
