@@ -232,6 +232,10 @@ class StatusSnapshot:
     leader_election: bool = True
     notes: tuple[str, ...] = ()
     certs: str = ""  # short-lived certificates: renewals so far, the next one ("" when off)
+    # Seconds since the view last moved: an event or bookmark on any of its watches. Lease
+    # renewals and the API server's bookmarks (which need etcd's progress) move it every second or
+    # two; past STALE_AFTER_S, the API server or etcd is not answering and the rest is old news.
+    view_age_s: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------------- tracker
@@ -285,6 +289,8 @@ class StatusTracker:
         self.last_bind_at: float | None = None
         self.node_total = 0
         self.node_ready = 0
+        self._seen_revisions: tuple[str, ...] = ()
+        self._moved_at = self.started_at
         self.on_failover: Callable[[Failover], None] | None = None
         self.pods.add_event_handler(self._pod_added, self._pod_updated, self._pod_deleted)
         self.nodes.add_event_handler(self._node_added, self._node_updated, self._node_deleted)
@@ -387,6 +393,9 @@ class StatusTracker:
         certs: str = "",
     ) -> StatusSnapshot:
         now = self.clock()
+        revisions = tuple(i.last_synced_resource_version for i in (self.pods, self.nodes, self.leases))
+        if revisions != self._seen_revisions:
+            self._seen_revisions, self._moved_at = revisions, now
         lease = self.lease_history.current
         holder = lease.holder if lease is not None else ""
         views: list[ReplicaView] = []
@@ -417,6 +426,7 @@ class StatusTracker:
             leader_election=leader_election,
             notes=tuple(notes),
             certs=certs,
+            view_age_s=now - self._moved_at,
         )
 
 
@@ -459,6 +469,11 @@ def _name_lookup(snap: StatusSnapshot) -> Callable[[str], str | None]:
     return table.get
 
 
+# The view moves with every Lease renewal (every retry period, 2 s by default) and every bookmark
+# (1 s): a view older than this is not being kept up to date.
+STALE_AFTER_S = 5.0
+
+
 def render_view(snap: StatusSnapshot, events: Sequence[str] = ()) -> Group:
     """The full status for a terminal, redrawn every second by `rich.live.Live`: a header, the
     replicas as a table, then one line per item (lease, last failover, pods, nodes, processes,
@@ -467,6 +482,14 @@ def render_view(snap: StatusSnapshot, events: Sequence[str] = ()) -> Group:
     header = Text.assemble((f"kse up  uptime {snap.uptime_s:6.0f}s", "bold"))
     if not snap.synced:
         header.append("  (informers syncing...)", style="yellow")
+    elif snap.view_age_s > STALE_AFTER_S:
+        header.append(
+            f"  NO UPDATE FOR {snap.view_age_s:.0f}s: the API server or etcd is not answering; "
+            "what follows is how things were",
+            style="bold red",
+        )
+    else:
+        header.append(f"  view {snap.view_age_s:.1f}s old", style="dim")
     table = Table(box=None, pad_edge=False, show_edge=False, padding=(0, 2, 0, 0), header_style="")
     table.add_column("REPLICA", no_wrap=True)
     table.add_column("ROLE", no_wrap=True)
@@ -548,8 +571,13 @@ def render_line(snap: StatusSnapshot) -> str:
     last = ""
     if snap.failovers:
         last = f" last-failover={snap.failovers[-1].duration_s:.2f}s"
+    stale = (
+        f" STALE(no update for {snap.view_age_s:.0f}s)"
+        if snap.synced and snap.view_age_s > STALE_AFTER_S
+        else ""
+    )
     return (
-        f"[{snap.uptime_s:5.0f}s] {roles} holder={holder} "
+        f"[{snap.uptime_s:5.0f}s]{stale} {roles} holder={holder} "
         f"transitions={lease.transitions if lease else 0} pods pending={p['pending']} "
         f"bound={p['bound']} running={p['running']} binds/s={snap.binds_per_s:.1f}{last}"
     )

@@ -17,7 +17,10 @@ import pytest
 
 from harness.clusterfile import ClusterFile, ClusterFileError
 from harness.procs.proctable import pid_alive
+from harness.up import Cluster, ClusterPlan, ElectionPlan
+from harness.up.status import STALE_AFTER_S, render_line
 from kse.audit import read_audit_logs
+from tests.fixtures.polling import eventually
 from tests.fixtures.procs import procs_naming
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
@@ -176,3 +179,27 @@ def test_a_full_ca_rotation_on_a_running_kse_up_fails_no_request_and_keeps_the_l
     ]
     failed = [r for r in records if r["ts"] >= began]
     assert failed == [], failed[:10]
+
+
+async def test_the_live_view_says_when_the_api_server_stops_answering(tmp_path: Path) -> None:
+    plan = ClusterPlan(
+        data_dir=tmp_path / "kse", replicas=1, nodes=3, rate=2,
+        election=ElectionPlan(lease_duration=2, renew_deadline=1.5, retry_period=0.5), grace=5,
+    )  # fmt: skip
+    async with Cluster(plan) as cluster:
+        await cluster.wait_for_leader(30)
+        await eventually(cluster.snapshot, lambda s: s is not None and s.synced, "the view synced")
+        fresh = cluster.snapshot()
+        assert fresh is not None and fresh.view_age_s < STALE_AFTER_S
+        assert cluster.apiserver is not None
+        cluster.apiserver.pause()  # hung: the process is there, nothing answers
+        try:
+            stale = await eventually(
+                cluster.snapshot, lambda s: s is not None and s.view_age_s > STALE_AFTER_S, "a stale view", 20
+            )
+            assert "STALE(no update for" in render_line(stale)
+        finally:
+            cluster.apiserver.resume()
+        await eventually(
+            cluster.snapshot, lambda s: s is not None and s.view_age_s < STALE_AFTER_S, "the view moving", 30
+        )

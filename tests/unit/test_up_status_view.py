@@ -53,7 +53,7 @@ def test_the_view_shows_every_item_of_the_snapshot() -> None:
     text = Console(file=io.StringIO(), width=140, record=True)
     text.print(render_view(snapshot(), ["12:00:01 replica scheduler-1 exited"]))
     lines = [line.rstrip() for line in text.export_text().splitlines()]
-    assert lines[0] == "kse up  uptime     42s"
+    assert lines[0] == "kse up  uptime     42s  view 0.0s old"
     header = next(i for i, line in enumerate(lines) if line.startswith("REPLICA"))
     assert lines[header].split() == ["REPLICA", "ROLE", "PID", "RESTARTS", "IDENTITY"]
     assert lines[header + 1].split() == ["scheduler-1", "backoff", "3s", "-", "1", "scheduler-1-a"]
@@ -75,3 +75,16 @@ def test_the_log_line_is_unchanged() -> None:
         "[   42s] scheduler-1=backoff(r1) scheduler-2=leader scheduler-3=standby holder=scheduler-2 "
         "transitions=2 pods pending=2 bound=28 running=25 binds/s=19.5 last-failover=5.00s"
     )
+
+
+def test_a_view_that_stopped_moving_says_so_instead_of_showing_old_news_as_current() -> None:
+    import dataclasses
+
+    stale = dataclasses.replace(snapshot(), view_age_s=12.4)
+    text = Console(file=io.StringIO(), width=200, record=True)
+    text.print(render_view(stale))
+    first = text.export_text().splitlines()[0]
+    assert "NO UPDATE FOR 12s: the API server or etcd is not answering" in first
+    assert render_line(stale).startswith("[   42s] STALE(no update for 12s) scheduler-1=backoff(r1)")
+    fresh = dataclasses.replace(snapshot(), view_age_s=4.9)
+    assert "STALE" not in render_line(fresh)
