@@ -50,6 +50,7 @@ DEFAULT_DATA_DIR = Path("~/.kse")
 MIN_CERT_TTL_S = 30.0
 LINE_EVERY_S = 5.0  # compact status line interval when stdout is not a terminal
 REFRESH_S = 1.0
+ETCD_DEFRAG_INTERVAL_S = 1800.0  # harness.up.etcd_defrag: one pass every 30 min
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -188,6 +189,7 @@ def plan_from_args(args: argparse.Namespace) -> ClusterPlan:
         etcd_tls=args.etcd_tls,
         restart_policy=BackoffPolicy(),
         supervise_control_plane=True,
+        etcd_defrag_interval=ETCD_DEFRAG_INTERVAL_S,
         log_level=args.log_level,
         cert_ttl=args.cert_ttl,
         partition_proxies=args.partition_proxies,

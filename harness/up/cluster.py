@@ -608,6 +608,8 @@ class Cluster:
                     self.supervisor.add(m.managed)
                 self.supervisor.add(api)
             await self._enter("supervisor", self.supervisor.running())
+        if plan.etcd_defrag_interval > 0:
+            await self._enter("defrag", self._defragmenting(plan.etcd_defrag_interval))
         if self.status is not None:
             await self._enter("status", self.status.running())
         if self.nodesim is not None:
@@ -631,6 +633,27 @@ class Cluster:
             total = f", {plan.workload_total} in all" if plan.workload_total else ""
             say(f"workload ready: {plan.rate:g} pods/s{total}, run {self.run_id} ({mark('workload'):.1f}s)")
         mark("ready")
+
+    def _defragmenting(self, interval_s: float) -> contextlib.AbstractAsyncContextManager[Any]:
+        from certs.layout import APISERVER_ETCD_CLIENT, ca_bundle_path, cert_path, key_path
+        from harness.up.etcd_defrag import run_defrag
+        from kse.etcdclient import EtcdTLS
+        from kse.tasks import background
+
+        assert self.etcd is not None and self.pki is not None
+        pki = self.pki.dir
+        tls = (
+            EtcdTLS(
+                ca_bundle_path(pki),
+                cert_path(pki, APISERVER_ETCD_CLIENT),
+                key_path(pki, APISERVER_ETCD_CLIENT),
+            )
+            if self.plan.etcd_tls
+            else None
+        )
+        return background(
+            run_defrag(self.etcd.endpoints, tls, self.progress, interval_s=interval_s), name="etcd-defrag"
+        )
 
     def supervised(self, name: str) -> bool:
         """Whether the supervisor brings `name` back when it exits."""
@@ -755,6 +778,7 @@ class Cluster:
             if self.supervisor is not None:
                 for s in self.supervisor.items():
                     self.supervisor.hold(s.name)  # nothing is restarted from here on
+            await self._close("defrag")
             if self.workload is not None:
                 await self.workload.terminate(grace)
             await self._close("supervisor")
@@ -849,5 +873,3 @@ def _link_log(target: Path, link: Path) -> None:
                 return
             link.unlink()
         link.symlink_to(os.path.relpath(target, link.parent))
-
-

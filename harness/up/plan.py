@@ -106,6 +106,9 @@ class ClusterPlan:
     # server is brought back, as a kubelet would, instead of stopping the cluster). Off for chaos
     # and benchmark clusters: there the nemesis starts what it killed, when the fault says.
     supervise_control_plane: bool = False
+    # Defragment etcd members (one at a time, those with much free space) this often; 0: never
+    # (`harness.up.etcd_defrag`; `kse up` does, every 30 min).
+    etcd_defrag_interval: float = 0.0
     log_level: str = "info"
     grace: float = 10.0  # SIGTERM -> SIGKILL
     ready_timeout: float = 60.0

@@ -43,6 +43,7 @@ RequestOp: Any = rpc_pb2.RequestOp
 CompareMsg: Any = rpc_pb2.Compare
 CompactionRequest: Any = rpc_pb2.CompactionRequest
 StatusRequest: Any = rpc_pb2.StatusRequest
+DefragmentRequest: Any = rpc_pb2.DefragmentRequest
 WatchRequest: Any = rpc_pb2.WatchRequest
 WatchCreateRequest: Any = rpc_pb2.WatchCreateRequest
 WatchCancelRequest: Any = rpc_pb2.WatchCancelRequest

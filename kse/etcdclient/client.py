@@ -699,6 +699,23 @@ class EtcdClient:
             "errors": list(resp.errors),
         }
 
+    async def defragment(self, endpoint: str, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        """Defragment one member (`endpoint`, no failover): it rewrites its database without the
+        pages compaction freed, blocking its own reads and writes meanwhile (seconds per 100 MB),
+        so defragment members one at a time. EtcdUnavailableError when it fails."""
+        matches = [e for e in self._endpoints if endpoint in (e.url, e.target)]
+        if not matches:
+            raise ValueError(f"{endpoint!r} is not one of this client's endpoints {self.endpoints}")
+        ep = matches[0]
+        try:
+            await pb.MaintenanceStub(ep.channel).Defragment(pb.DefragmentRequest(), timeout=timeout)
+        except grpc.aio.AioRpcError as err:
+            raise EtcdUnavailableError(
+                f"etcd Defragment: {ep.url}: {err.code().name}: {err.details()}",
+                code=err.code().name,
+                endpoint=ep.url,
+            ) from err
+
     # ------------------------------------------------------------------ lifetime
 
     @property
