@@ -7,11 +7,13 @@ run; the checkers read the whole audit log afterwards (`chaos.history`), never t
 from __future__ import annotations
 
 import os
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["AuditTail"]
+
+BIND_TIMES_KEPT = 100_000
 
 
 class AuditTail:
@@ -25,6 +27,8 @@ class AuditTail:
         self._partial = [b""] * len(self.paths)
         self.binds: Counter[tuple[str, int]] = Counter()
         self.by_holder: Counter[str] = Counter()
+        # When each accepted bind was audited, per holder (the newest BIND_TIMES_KEPT), for rates.
+        self.bind_times: dict[str, deque[float]] = {}
 
     def poll(self) -> None:
         from kse.audit import AuditRecord
@@ -52,6 +56,14 @@ class AuditTail:
                 if rec.verb == "bind" and rec.code == "OK" and rec.fence is not None:
                     self.binds[(rec.fence.holder, rec.fence.transitions)] += 1
                     self.by_holder[rec.fence.holder] += 1
+                    times = self.bind_times.setdefault(rec.fence.holder, deque(maxlen=BIND_TIMES_KEPT))
+                    times.append(rec.ts)
+
+    def rate(self, holder: str, window: float, now: float) -> float:
+        """Accepted binds per second by `holder` over the `window` seconds before `now` (wall clock)."""
+        self.poll()
+        times = self.bind_times.get(holder, ())
+        return sum(1 for t in times if now - window <= t <= now) / window
 
     def count(self, holder: str, transitions: int | None = None) -> int:
         """Accepted binds by `holder` so far (under its term `transitions`, if given)."""

@@ -96,6 +96,7 @@ FAULTS: dict[str, str] = {"kill": "kill", "term": "terminate", "stop": "stop", "
 SHAPE_FLAGS: dict[str, str] = {"nodes": "--nodes", "rate": "--rate", **ELECTION_FLAGS}
 SAFETY_EXIT_CODE = 3  # the run went through, and a write got past the safety checks
 SETTLE_S = 5.0  # after the workload stops: how long the leader gets to bind what is pending
+SETTLE_FRACTION = 0.8  # --settle: the share of --rate the new leader must bind at before the next fault
 
 
 class BenchError(RuntimeError):
@@ -128,6 +129,9 @@ class FailoverBenchConfig:
     fencing: bool = True
     on_lost_lease: str = "exit"
     stop_margin: float | None = None  # `stop`: paused for leaseDuration + this (default retry + 1 s)
+    # --settle S: after each trial, wait until the new leader binds at SETTLE_FRACTION x rate over
+    # S s before the next fault (0: the next trial starts once the hit replica is back).
+    settle: float = 0.0
     keep: bool = False
     apiserver_args: tuple[str, ...] = ()  # extra flags, for experiments (e.g. --bookmark-interval)
     scheduler_args: tuple[str, ...] = ()
@@ -155,6 +159,8 @@ class FailoverBenchConfig:
             out.append(f"rate must be > 0, got {self.rate:g}")
         if self.stop_margin is not None and self.stop_margin < 0:
             out.append(f"stop margin must be >= 0, got {self.stop_margin:g}")
+        if self.settle < 0:
+            out.append(f"settle must be >= 0, got {self.settle:g}")
         return out
 
     @property
@@ -194,6 +200,7 @@ def failover_rounds(cfg: FailoverBenchConfig) -> list[Round]:
         RESTARTED,
         STABLE_LEADER,
         STANDBY,
+        STEADY_THROUGHPUT,
         FaultSpec,
         Round,
         WaitSpec,
@@ -219,12 +226,15 @@ def failover_rounds(cfg: FailoverBenchConfig) -> list[Round]:
     # A continued leader with --on-lost-lease standby stays the same process; otherwise every
     # faulted leader exits (or is killed) and its supervisor starts it again.
     back = STANDBY if stop and cfg.on_lost_lease == "standby" else RESTARTED
-    steps = (
+    steps: tuple[FaultSpec | WaitSpec, ...] = (
         WaitSpec(STABLE_LEADER, within=60.0 + cfg.lease_duration, jitter=cfg.retry_period),
         fault,
         WaitSpec(NEW_LEADER, within=max(cfg.takeover_within, 30.0 + cfg.lease_duration)),
         WaitSpec(RECOVERED, within=150.0, expect=back),
     )
+    if cfg.settle > 0:
+        rate = SETTLE_FRACTION * cfg.rate
+        steps += (WaitSpec(STEADY_THROUGHPUT, within=60.0 + cfg.settle, rate=rate, window=cfg.settle),)
     return [Round(f"trial {i}/{cfg.trials}", steps) for i in range(1, cfg.trials + 1)]
 
 
@@ -492,6 +502,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "with their ratio (poll/watch); --election is ignored",
     )
     p.add_argument(
+        "--settle",
+        action=DurationFlag,
+        default=0.0,
+        metavar="S",
+        help=f"after each trial, wait until the new leader binds at {SETTLE_FRACTION:.0%} of --rate over S "
+        "seconds before the next fault (default 0: once the hit replica is back)",
+    )
+    p.add_argument(
         "--stop-margin",
         action=DurationFlag,
         default=None,
@@ -588,6 +606,7 @@ def _config(args: argparse.Namespace) -> FailoverBenchConfig:
         fencing=args.fencing == "on",
         on_lost_lease=args.on_lost_lease,
         stop_margin=args.stop_margin,
+        settle=args.settle,
         keep=args.keep,
         apiserver_args=tuple(args.apiserver_arg),
         scheduler_args=tuple(args.scheduler_arg),

@@ -708,6 +708,7 @@ def analyze(
         "fencing": cfg.fencing,
         "on_lost_lease": cfg.on_lost_lease,
         "stop_s": cfg.stop_for if cfg.fault == "stop" else None,
+        "settle_s": cfg.settle,
         "workload_delete_after_s": cfg.delete_after,
         "apiserver_args": list(cfg.apiserver_args),
         "scheduler_args": list(cfg.scheduler_args),

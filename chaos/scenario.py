@@ -28,6 +28,7 @@ invariants to check afterwards.
         - {fault: kill, target: leader}
         - {wait: new-leader}                 # another holder, and its first binds
         - {wait: recovered}                  # the killed replica restarted and ready
+        - {wait: steady-throughput, rate: 16} # the leader binds >= 16 pods/s (over `window`: 2 s)
     checks: [pods_bound_once, no_pod_vanished, no_overcommit, no_stale_writes, watch_integrity]
 
 The timed faults run for `duration`; the rounds run beside them, and the run ends once both are
@@ -264,7 +265,9 @@ NEW_LEADER = "new-leader"  # after a fault on the leader: another holder, and it
 RECOVERED = "recovered"  # the replica the last fault hit is back (restarted, or a standby) and ready
 RESTARTED = "restarted"  # recovered: running again under a new identity (a new process)
 STANDBY = "standby"  # recovered: the same process, no longer leading
-WAITS: tuple[str, ...] = (STABLE_LEADER, NEW_LEADER, RECOVERED)
+# the Lease holder binds at `rate` pods/s or more, counted over the last `window` s of the audit log
+STEADY_THROUGHPUT = "steady-throughput"
+WAITS: tuple[str, ...] = (STABLE_LEADER, NEW_LEADER, RECOVERED, STEADY_THROUGHPUT)
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,8 @@ class WaitSpec:
     within: float = 60.0
     jitter: float = 0.0
     expect: str | None = None  # recovered only: "restarted" or "standby" (None: either)
+    rate: float = 0.0  # steady-throughput only: binds per second to reach
+    window: float = 2.0  # steady-throughput only: the span they are counted over
 
     def describe(self) -> str:
         return f"wait for {self.wait.replace('-', ' ')}"
@@ -876,15 +881,22 @@ def _parse_rounds(data: object, source: str, cluster: ClusterSpec) -> tuple[Roun
 
 def _parse_wait(data: object, where: str, source: str, cluster: ClusterSpec) -> WaitSpec:
     f = _Fields(data, where, source)
-    f.unknown(("wait", "within", "jitter", "expect"))
+    f.unknown(("wait", "within", "jitter", "expect", "rate", "window"))
     wait = f.string("wait", None, WAITS)
     if f.has("jitter") and wait != STABLE_LEADER:
         f.fail("jitter", f"only a {STABLE_LEADER} wait takes `jitter` (a delay before the next fault)")
     if f.has("expect") and wait != RECOVERED:
         f.fail("expect", f"only a {RECOVERED} wait takes `expect`")
+    for key in ("rate", "window"):
+        if f.has(key) and wait != STEADY_THROUGHPUT:
+            f.fail(key, f"only a {STEADY_THROUGHPUT} wait takes `{key}`")
+    if wait == STEADY_THROUGHPUT and not f.has("rate"):
+        f.fail("rate", f"a {STEADY_THROUGHPUT} wait needs `rate` (binds per second to reach)")
     return WaitSpec(
         wait=wait,
         within=f.number("within", 60.0 + cluster.lease_duration),
         jitter=f.number("jitter", 0.0, strict=False),
         expect=f.string("expect", None, (RESTARTED, STANDBY)) if f.has("expect") else None,
+        rate=f.number("rate", 0.0) if f.has("rate") else 0.0,
+        window=f.number("window", 2.0) if f.has("window") else 2.0,
     )

@@ -12,6 +12,9 @@ state (`chaos.scenario.WaitSpec`), so that the next fault hits what it is meant 
     recovered       the replica the last fault hit is back: running under a new identity (its
                     supervisor restarted it: "restarted"), or the same process no longer leading
                     ("standby", a deposed leader with --on-lost-lease standby); and ready again
+    steady-throughput the Lease holder binds at `rate` pods/s or more over the last `window` s of
+                    the audit log (`kse bench failover --settle`: the next fault only once the new
+                    leader is back to the workload's pace)
 
 Who leads is read from the Lease through the API (the nemesis' clientset), binds from the audit log
 (`chaos.audit_tail`), readiness and a replica's own view of leading from the backend when it offers
@@ -29,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from chaos.history import PHASE_END, FaultRecord
 from chaos.nemesis import NemesisError
-from chaos.scenario import NEW_LEADER, RECOVERED, RESTARTED, STABLE_LEADER, STANDBY, WaitSpec
+from chaos.scenario import (
+    NEW_LEADER,
+    RECOVERED,
+    RESTARTED,
+    STABLE_LEADER,
+    STANDBY,
+    STEADY_THROUGHPUT,
+    WaitSpec,
+)
 
 if TYPE_CHECKING:
     from chaos.audit_tail import AuditTail
@@ -70,6 +81,8 @@ class Waits:
             return await self.new_leader(spec)
         if spec.wait == RECOVERED:
             return await self.recovered(spec)
+        if spec.wait == STEADY_THROUGHPUT:
+            return await self.steady_throughput(spec)
         raise NemesisError(f"unknown wait {spec.wait!r}")
 
     # ------------------------------------------------------------------ probes
@@ -194,6 +207,28 @@ class Waits:
         how = spec.expect or "restarted or standby"
         what = f"{replica} to come back ({how}) after the {fault.fault}"
         return str(await self._until(what, spec.within, back))
+
+    async def steady_throughput(self, spec: WaitSpec) -> str:
+        """The Lease holder binds at `spec.rate` pods/s or more over the last `spec.window` s (read
+        from the audit log); returns its identity. Without an audit log there is nothing to count
+        and the wait passes at once."""
+        n = self.nemesis
+        found: list[str] = []
+        tail = self.tail
+
+        async def steady() -> bool:
+            lease = await n.lease()
+            if lease is None or not lease.spec.holder_identity:
+                return False
+            holder = lease.spec.holder_identity
+            if tail is not None and tail.rate(holder, spec.window, time.time()) < spec.rate:
+                return False
+            found[:] = [holder]
+            return True
+
+        what = f"the leader to bind {spec.rate:g} pods/s over {spec.window:g}s"
+        await self._until(what, spec.within, steady)
+        return found[0]
 
     async def _leading(self, replica: str, identity: str) -> bool | None:
         probe = getattr(self.backend, "leading", None)

@@ -86,3 +86,15 @@ def test_the_runners_tail_follows_the_log_across_a_rotation(tmp_path: Path) -> N
     log.close()
     assert log.rotations == 1
     assert tail.count("s1") == 5
+
+
+def test_the_tail_counts_a_holders_bind_rate_over_a_window(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    for i in range(10):  # binds at t = 0..9 s
+        log.write(_record(i, "bind"))
+    log.close()
+    tail = AuditTail([path])
+    assert tail.rate("s1", 2.0, now=9.0) == 1.5  # t = 7, 8, 9 in [7, 9]
+    assert tail.rate("s1", 10.0, now=9.0) == 1.0
+    assert tail.rate("s1", 2.0, now=30.0) == 0.0 and tail.rate("nobody", 2.0, now=9.0) == 0.0

@@ -16,6 +16,7 @@ from chaos.scenario import (
     RESTARTED,
     STABLE_LEADER,
     STANDBY,
+    STEADY_THROUGHPUT,
     FaultSpec,
     WaitSpec,
 )
@@ -45,6 +46,14 @@ def test_a_deposed_leader_that_stays_standby_is_waited_for_as_one() -> None:
     cfg = FailoverBenchConfig(fault="stop", on_lost_lease="standby", trials=1)
     [rnd] = failover_rounds(cfg)
     assert rnd.steps[-1] == WaitSpec(RECOVERED, within=150.0, expect=STANDBY)
+
+
+def test_settle_waits_for_the_new_leader_to_bind_at_the_workloads_pace_before_the_next_fault() -> None:
+    [plain] = failover_rounds(FailoverBenchConfig(trials=1))
+    assert [getattr(s, "wait", None) for s in plain.steps][-1] == RECOVERED  # no --settle: as before
+    [rnd] = failover_rounds(FailoverBenchConfig(trials=1, rate=20, settle=3))
+    assert rnd.steps[-1] == WaitSpec(STEADY_THROUGHPUT, within=63.0, rate=16.0, window=3.0)
+    assert FailoverBenchConfig(settle=-1).problems() == ["settle must be >= 0, got -1"]
 
 
 def test_trials_come_from_the_fault_records_and_the_waits() -> None:

@@ -386,6 +386,9 @@ def test_rounds_parse_into_sequential_steps_and_scale_with_short() -> None:
         ({"steps": [{"fault": "kill", "target": "leader", "at": 3}]}, "rounds.steps[0].at: unknown field"),
         ({"repeat": 0, "steps": [{"wait": "new-leader"}]}, "rounds.repeat: must be >= 1"),
         ({"steps": [{"wait": "recovered", "expect": "soon"}]}, "rounds.steps[0].expect: must be one of"),
+        ({"steps": [{"wait": "steady-throughput"}]}, "rounds.steps[0].rate: a steady-throughput wait needs"),
+        ({"steps": [{"wait": "new-leader", "rate": 5}]}, "rounds.steps[0].rate: only a steady-throughput"),
+        ({"steps": [{"wait": "steady-throughput", "rate": -1}]}, "rounds.steps[0].rate: must be > 0"),
     ],
 )
 def test_round_errors_name_the_field(rounds: dict[str, Any], needle: str) -> None:
@@ -405,3 +408,11 @@ def test_the_controller_manager_leader_is_a_target_of_process_faults_only():
     for fault in ("clock-skew", "expire-cert", "rotate-leaf"):
         with pytest.raises(ScenarioError, match="controller-manager leader takes kill, term"):
             parse_scenario(scenario({"fault": fault, "target": "controller-manager-leader"}))
+
+
+def test_a_steady_throughput_wait_parses_with_its_rate_and_window() -> None:
+    from chaos.scenario import WaitSpec, parse_scenario
+
+    data = base(rounds={"steps": [{"wait": "steady-throughput", "rate": 16, "window": 3}]})
+    [rnd] = parse_scenario(data).rounds
+    assert rnd.steps == (WaitSpec("steady-throughput", within=rnd.steps[0].within, rate=16.0, window=3.0),)
