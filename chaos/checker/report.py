@@ -11,6 +11,7 @@ works without it.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -139,9 +140,10 @@ def plot_timeline(
     acquisition or a release; for the last term, its expiry): the time the lease was held by a
     replica no longer renewing it. Fenced writes are marked on their fence holder's row: x for one
     refused (FAILED_PRECONDITION), a red dot for a stale one accepted. Bottom: accepted binds per
-    second. Faults are dashed vertical lines across both (a shaded span for windowed faults such as
-    partitions, pauses or rotations), labelled in the top panel. Time is seconds from the first
-    record.
+    second, pending pods on their own (red) scale, and every pause in the binds that stands out
+    labelled with its length. Faults are dashed vertical lines across both (a shaded span for
+    windowed faults such as partitions, pauses or rotations), labelled in the top panel. Time is
+    seconds from the first record.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -219,6 +221,21 @@ def plot_timeline(
     ax_b.set_ylim(bottom=0)
     ax_b.grid(alpha=0.3)
     ax_b.set_xlim(0, t1 - t0)
+    # Pending pods on their own scale, and each pause in the binds labelled with its length.
+    pending = pending_over_time(history, t0, width, nbins)
+    if any(pending):
+        ax_p = ax_b.twinx()
+        ax_p.step(xs, [*pending, 0], where="post", color="tab:red", linewidth=1.0, alpha=0.8)
+        ax_p.set_ylabel("pending pods", color="tab:red")
+        ax_p.set_ylim(bottom=0)
+        ax_p.tick_params(axis="y", colors="tab:red")
+    top = max(ys, default=0.0) or 1.0
+    for start, length in bind_gaps(bind_ts):
+        ax_b.annotate(
+            "", xy=(start + length - t0, 0.9 * top), xytext=(start - t0, 0.9 * top),
+            arrowprops={"arrowstyle": "<->", "color": "black", "linewidth": 0.8},
+        )  # fmt: skip
+        ax_b.text(start + length / 2 - t0, 0.93 * top, f"{length:.1f}s", fontsize=7, ha="center", va="bottom")
 
     # -- faults
     used: dict[str, str] = {}
@@ -287,6 +304,46 @@ def write_report(
             return paths
         paths["png"] = plot_timeline(history, d / "timeline.png", lease=lease)
     return paths
+
+
+def bind_gaps(bind_ts: list[float], *, at_least_s: float = 1.0, limit: int = 12) -> list[tuple[float, float]]:
+    """(start, length) of the pauses between accepted binds that stand out: at least `at_least_s`
+    and ten times the median spacing; the `limit` longest, in time order."""
+    if len(bind_ts) < 3:
+        return []
+    ordered = sorted(bind_ts)
+    spacing = sorted(b - a for a, b in itertools.pairwise(ordered))
+    bar = max(at_least_s, 10 * spacing[len(spacing) // 2])
+    gaps = [(a, b - a) for a, b in itertools.pairwise(ordered) if b - a >= bar]
+    return sorted(sorted(gaps, key=lambda g: -g[1])[:limit])
+
+
+def pending_over_time(history: History, t0: float, width: float, nbins: int) -> list[int]:
+    """Pods created and neither bound nor deleted yet, at the start of each bin (from the audit
+    log: accepted creates, binds and deletes of pods)."""
+    created: dict[tuple[str, str], float] = {}
+    ended: dict[tuple[str, str], float] = {}
+    for r in history.audit:
+        if r.resource != "pods" or r.code != "OK" or r.subresource not in ("", "binding"):
+            continue
+        key = (r.namespace, r.name)
+        if r.verb == "create":
+            created[key] = r.ts
+            ended.pop(key, None)  # a name used again
+        elif r.verb in ("bind", "delete") and key in created and key not in ended:
+            ended[key] = r.ts
+    delta = [0] * (nbins + 1)
+    for key, born in created.items():
+        first = max(0, int((born - t0) // width) + 1)
+        last = int((ended[key] - t0) // width) + 1 if key in ended else nbins
+        if first < min(last, nbins):
+            delta[first] += 1
+            delta[min(last, nbins)] -= 1
+    out, level = [], 0
+    for i in range(nbins):
+        level += delta[i]
+        out.append(level)
+    return out
 
 
 def rpc_errors_markdown(history: History) -> str:

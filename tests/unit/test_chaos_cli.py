@@ -162,3 +162,27 @@ def test_attach_docker_without_the_module_says_so(
     assert (
         "docker backend (chaos/docker_backend.py) is not part of this installation" in capsys.readouterr().err
     )
+
+
+def test_bind_gaps_are_the_pauses_that_stand_out() -> None:
+    from chaos.checker.report import bind_gaps
+
+    steady = [i * 0.1 for i in range(50)]  # 10 binds/s for 5 s
+    resumed = [7.4 + i * 0.1 for i in range(20)]  # a 2.5 s pause, then the same pace
+    assert bind_gaps(steady) == []
+    [(start, length)] = bind_gaps([*steady, *resumed])
+    assert start == pytest.approx(4.9) and length == pytest.approx(2.5)
+
+
+def test_pending_pods_over_time_from_creates_binds_and_deletes() -> None:
+    from chaos.checker.report import pending_over_time
+    from kse.audit import AuditRecord
+
+    def rec(ts: float, verb: str, name: str) -> AuditRecord:
+        sub = "binding" if verb == "bind" else ""
+        return AuditRecord(ts=ts, user="u", verb=verb, resource="pods", namespace="default", name=name,
+                           code="OK", subresource=sub)  # fmt: skip
+
+    audit = [rec(0.5, "create", "a"), rec(1.5, "create", "b"), rec(2.5, "bind", "a"), rec(3.5, "delete", "b")]
+    # bins start at 0, 1, 2, 3, 4: a pending from bin 1, b from bin 2; a bound in bin 2, b deleted in bin 3
+    assert pending_over_time(History(audit=audit), 0.0, 1.0, 5) == [0, 1, 2, 1, 0]
