@@ -669,10 +669,7 @@ class EtcdClient:
             resp = await self._unary(_STATUS, pb.StatusRequest(), True)
             ep = self._endpoints[self._current]
         else:
-            matches = [e for e in self._endpoints if endpoint in (e.url, e.target)]
-            if not matches:
-                raise ValueError(f"{endpoint!r} is not one of this client's endpoints {self.endpoints}")
-            ep = matches[0]
+            ep = self._endpoint_named(endpoint)
             try:
                 resp = await self._status_once(ep, self._timeout)
             except grpc.aio.AioRpcError as err:
@@ -699,14 +696,18 @@ class EtcdClient:
             "errors": list(resp.errors),
         }
 
+    def _endpoint_named(self, endpoint: str) -> _Endpoint:
+        """The member `endpoint` names (its URL or its host:port); ValueError for a stranger."""
+        for e in self._endpoints:
+            if endpoint in (e.url, e.target):
+                return e
+        raise ValueError(f"{endpoint!r} is not one of this client's endpoints {self.endpoints}")
+
     async def defragment(self, endpoint: str, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         """Defragment one member (`endpoint`, no failover): it rewrites its database without the
         pages compaction freed, blocking its own reads and writes meanwhile (seconds per 100 MB),
         so defragment members one at a time. EtcdUnavailableError when it fails."""
-        matches = [e for e in self._endpoints if endpoint in (e.url, e.target)]
-        if not matches:
-            raise ValueError(f"{endpoint!r} is not one of this client's endpoints {self.endpoints}")
-        ep = matches[0]
+        ep = self._endpoint_named(endpoint)
         try:
             await pb.MaintenanceStub(ep.channel).Defragment(pb.DefragmentRequest(), timeout=timeout)
         except grpc.aio.AioRpcError as err:
