@@ -168,8 +168,8 @@ def soak_scenario(duration_s: float, seed: int) -> Scenario:
 
 @dataclass
 class SoakOutcome:
-    """A soak's result: the chaos run's outcome (None when the run was stopped by a violation
-    before the final snapshot), what the guard saw, the resource verdict, the faults injected."""
+    """A soak's result: the chaos run's outcome (checked over the history so far when a violation
+    stopped the run), what the guard saw, the resource verdict, the faults injected."""
 
     seed: int
     duration_s: float
@@ -183,18 +183,12 @@ class SoakOutcome:
 
     @property
     def passed(self) -> bool:
-        return (
-            self.violation is None and self.run is not None and self.run.passed and self.resources["passed"]
-        )
+        return self.violation is None and self.run.passed and self.resources["passed"]
 
     def to_json(self) -> dict[str, Any]:
         """`kse chaos soak --json`: the `kse chaos run` object plus "fault_counts" (injected, by
         kind), "planned_counts", "continuous" (the guard's verdict), "resources" and "data_dir"."""
-        out: dict[str, Any] = (
-            self.run.to_json()
-            if self.run is not None
-            else {"scenario": "soak", "seed": self.seed, "invariants": {}, "faults": [], "failovers": []}
-        )
+        out: dict[str, Any] = self.run.to_json()
         out["invariants"]["continuous_safety"] = {
             "passed": self.violation is None,
             "detail": self.violation
@@ -259,7 +253,6 @@ async def run_soak(
         + f"); data under {tmp}"
     )
     lease = plan.election.lease_duration
-    outcome_run: RunOutcome | None = None
     sampling = asyncio.create_task(sampler.run(), name="soak-resources")
     driving = asyncio.create_task(drive_cluster(cluster, drive, chaos_dir, lease_duration=lease))
     try:
