@@ -36,7 +36,6 @@ once, keeping its data dir. Every 5 s, the RSS and open fds of every process are
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import shutil
@@ -62,6 +61,7 @@ from chaos.scenario import (
 from chaos.soak_guard import SafetyGuard
 from chaos.soak_resources import LeakPolicy, ResourceSampler, judge_leaks
 from harness.shape import ClusterShape, ElectionPlan
+from kse.tasks import TaskSet
 
 __all__ = [
     "SOAK_CHECKS",
@@ -253,8 +253,11 @@ async def run_soak(
         + f"); data under {tmp}"
     )
     lease = plan.election.lease_duration
-    sampling = asyncio.create_task(sampler.run(), name="soak-resources")
-    driving = asyncio.create_task(drive_cluster(cluster, drive, chaos_dir, lease_duration=lease))
+    background = TaskSet("soak")
+    background.spawn(sampler.run(), name="soak-resources")
+    driving = background.spawn(
+        drive_cluster(cluster, drive, chaos_dir, lease_duration=lease), name="soak-drive"
+    )
     try:
         while not driving.done():
             if guard.violation is not None:
@@ -271,11 +274,7 @@ async def run_soak(
                 load_history, cluster.audit_logs, chaos_dir, plan.run_dir, since=None
             )
     finally:
-        sampling.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sampling
-        if not driving.done():
-            driving.cancel()
+        await background.aclose()  # the sampler, and the drive if a violation or Ctrl-C left it
     result = await asyncio.to_thread(
         check_scenario, scenario, history, lease_duration=lease, young_after=None
     )
