@@ -70,8 +70,9 @@ def _config(etcd: Any, pki: PKI) -> ServerConfig:
 async def test_api_server_ends_every_task_it_started(etcd: Any, pki: PKI) -> None:
     async with no_new_tasks():
         async with APIServer(_config(etcd, pki)) as server:
-            # one per watch cache, the progress loop, the system namespaces (gc freezing is off here)
-            assert len(server._tasks) == len(KINDS) + 2
+            # one per watch cache, the progress loop, the system namespaces, the etcd compactor
+            # (gc freezing is off here)
+            assert len(server._tasks) == len(KINDS) + 3
             assert all(not t.done() for t in server._tasks)
             # The shared progress-marker write, owned by the cache.
             assert await server.caches["pod"].request_progress() > 0
