@@ -14,7 +14,9 @@ its children down in order, instead of every process dying at once. `Launcher` i
 exception or Ctrl-C; a second Ctrl-C during that shutdown kills what is left at once. An `atexit`
 hook SIGKILLs any group still running when the interpreter exits. A parent killed by SIGKILL cannot
 clean up, so on Linux the kernel does it: a child started from the main thread asks for SIGKILL when
-its parent dies (prctl PR_SET_PDEATHSIG), so a `kill -9` of `kse up` takes its children with it.
+its parent dies (prctl PR_SET_PDEATHSIG, set by `die_with_parent.py` in a fresh interpreter before it
+execs the command, never by a `preexec_fn` in the forked copy of this multi-threaded process), so a
+`kill -9` of `kse up` takes its children with it.
 Not for children started from other threads: the kernel ties that signal to the thread that forked,
 and a worker thread ending would kill a child meant to outlive it.
 
@@ -30,6 +32,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,46 +123,15 @@ _start_counter = 0
 _LIVE: weakref.WeakSet[ManagedProcess] = weakref.WeakSet()
 
 
-def _load_prctl() -> Callable[[], None] | None:
-    """`prctl(PR_SET_PDEATHSIG, SIGKILL)`, resolved now so the forked child only calls it; None off
-    Linux or without a libc."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    pr_set_pdeathsig = 1  # linux/prctl.h
-    sigkill = int(signal.SIGKILL)
-
-    def die_with_parent() -> None:
-        prctl(pr_set_pdeathsig, sigkill, 0, 0, 0)
-
-    return die_with_parent
+_DIE_WITH_PARENT_SCRIPT = Path(__file__).with_name("die_with_parent.py")
 
 
-def _die_with(parent: int, arm: Callable[[], None]) -> Callable[[], None]:
-    def hook() -> None:
-        arm()
-        if os.getppid() != parent:  # the parent died between fork and prctl: nobody to signal us
-            os._exit(1)
-
-    return hook
-
-
-_DIE_WITH_PARENT = _load_prctl()
-
-
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """The `preexec_fn` for a child started now: die with this process, when started from the main
-    thread (see the module doc); None otherwise."""
-    if _DIE_WITH_PARENT is None or threading.current_thread() is not threading.main_thread():
-        return None
-    return _die_with(os.getpid(), _DIE_WITH_PARENT)
+def _die_with_parent_argv(argv: list[str]) -> list[str]:
+    """`argv` run so that it dies with this process (see the module doc): through
+    `die_with_parent.py` when on Linux and started from the main thread; `argv` as it is otherwise."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return argv
+    return [sys.executable, "-I", "-S", str(_DIE_WITH_PARENT_SCRIPT), str(os.getpid()), "--", *argv]
 
 
 def _next_start_seq() -> int:
@@ -282,17 +254,19 @@ class ManagedProcess:
         with self.log_path.open("ab") as log:
             log.write(f"=== kse launcher: start #{self.starts} of {self.name} at {stamp}: {argv}\n".encode())
             log.flush()
+            env = _child_env(self.env, self.inherit_env)
+            if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+                raise LaunchError(f"cannot start {self.name}: {argv[0]} not found or not executable")
             try:
                 self._popen = subprocess.Popen(
-                    argv,
+                    _die_with_parent_argv(argv),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=_child_env(self.env, self.inherit_env),
+                    env=env,
                     cwd=self.cwd,
                     start_new_session=True,
                     close_fds=True,
-                    preexec_fn=_die_with_parent_hook(),
                 )
             except OSError as e:
                 raise LaunchError(f"cannot start {self.name} ({argv[0]}): {e}") from e

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -292,3 +293,109 @@ async def test_apiserver_process_argv_address_and_restart(tmp_path: Path) -> Non
         await api.restart(grace=2)
         assert api.address == address, "a restart keeps the port of the first start"
         assert json.loads(api.ready_file.read_text())["address"] == address  # type: ignore[union-attr]
+
+
+# Reports what the kernel and the exec left it: its parent-death signal (prctl PR_GET_PDEATHSIG),
+# parent, pid, argv, one env var and cwd, as a JSON ready file.
+PROBE = textwrap.dedent(
+    """
+    import ctypes, json, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    sig = ctypes.c_int(-1)
+    libc.prctl(2, ctypes.byref(sig), 0, 0, 0)
+    seen = {"pdeathsig": sig.value, "ppid": os.getppid(), "pid": os.getpid(), "argv": sys.argv,
+            "env": os.environ.get("KSE_PROBE"), "cwd": os.getcwd()}
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        json.dump(seen, f)
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    """
+)
+
+
+def _probe(tmp_path: Path, name: str) -> ManagedProcess:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    ready = tmp_path / "run" / f"{name}.json"
+    return ManagedProcess(
+        name,
+        [sys.executable, str(script), str(ready), "an arg"],
+        data_dir=tmp_path,
+        env={"KSE_PROBE": "kept"},
+        cwd=tmp_path,
+        ready_file=ready,
+        ready_check=ready_file_json,
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_started_from_the_main_thread_dies_with_its_parent_and_is_otherwise_unchanged(
+    tmp_path: Path,
+) -> None:
+    proc = _probe(tmp_path, "probe").start()
+    seen = proc.wait_ready_sync(ready_timeout=10)
+    assert seen["pdeathsig"] == signal.SIGKILL
+    assert seen["ppid"] == os.getpid() and seen["pid"] == proc.pid  # the command replaced the wrapper
+    assert seen["argv"][1:] == [str(tmp_path / "run" / "probe.json"), "an arg"]
+    assert seen["env"] == "kept" and seen["cwd"] == str(tmp_path)
+    deadline = time.monotonic() + 10
+    while proc.returncode is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.returncode == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_started_from_a_worker_thread_outlives_that_thread(tmp_path: Path) -> None:
+    """The kernel sends the parent-death signal when the forking *thread* ends."""
+    started: list[ManagedProcess] = []
+    worker = threading.Thread(target=lambda: started.append(_probe(tmp_path, "from-thread").start()))
+    worker.start()
+    worker.join()
+    seen = started[0].wait_ready_sync(ready_timeout=10)
+    assert seen["pdeathsig"] == 0
+
+
+def test_a_missing_executable_is_refused_by_name(tmp_path: Path) -> None:
+    proc = ManagedProcess("ghost", ["kse-no-such-binary", "--flag"], data_dir=tmp_path)
+    with pytest.raises(LaunchError, match="cannot start ghost: kse-no-such-binary not found"):
+        proc.start()
+    assert not proc.running
+
+
+async def test_children_start_cleanly_while_grpc_aio_calls_run_in_the_parent(tmp_path: Path) -> None:
+    """Starting a child must not run Python in the forked copy of this process. With grpc.aio calls
+    in flight on the loop, a `preexec_fn` made about a third of the children die of SIGSEGV or
+    SIGABRT before their first line (seen in CI as a scheduler restart "exited with code -6")."""
+    import grpc  # the parent's gRPC state is the point of the test
+
+    async def echo(request: bytes, _context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        return request
+
+    handler = grpc.method_handlers_generic_handler(
+        "probe.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+    )
+    server = grpc.aio.server(handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    stop = asyncio.Event()
+
+    async def hammer() -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary("/probe.Echo/Echo")
+            while not stop.is_set():
+                await call(b"x", timeout=5)
+
+    codes: list[int] = []
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(4):
+                tg.create_task(hammer())
+            await asyncio.sleep(0)  # the calls are in flight before the first start
+            for i in range(40):
+                argv = [sys.executable, "-c", "print('ran')"]
+                proc = ManagedProcess(f"quick-{i}", argv, data_dir=tmp_path).start()
+                async with asyncio.timeout(20):
+                    codes.append(await proc.wait())
+            stop.set()
+    finally:
+        await server.stop(0)
+    assert codes == [0] * 40
