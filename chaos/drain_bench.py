@@ -245,7 +245,8 @@ async def run(
             nodesim_args=("--seed", str(cfg.seed), "--termination-delay", TERMINATION_DELAY),
             rpc_error_logs=True,
         )
-        cluster = Cluster(plan, progress=lambda m: say(f"cluster: {m}"))
+        # Through the drive (built below, before the cluster starts): t= from t=0 on.
+        cluster = Cluster(plan, progress=lambda m: drive.say(f"cluster: {m}"))
         say(
             f"drain: {cfg.drained} of {cfg.nodes} nodes, batches of {cfg.batch}, {cfg.deployments} "
             f"deployments x {cfg.per_deployment} ({cfg.pdb}); data under {tmp}"

@@ -395,14 +395,15 @@ async def _run_with_history(
     began = time.monotonic()
     with work_dir(f"kse-failover-{cfg.fault}-{cfg.election}-", cfg.keep) as tmp:
         plan = ClusterPlan(data_dir=tmp / "kse", **_plan_kwargs(cfg))
-        cluster = Cluster(plan, progress=lambda m: say(f"cluster: {m}"))
+        # Through the drive (built below, before the cluster starts): t= from t=0 on.
+        cluster = Cluster(plan, progress=lambda m: drive.say(f"cluster: {m}"))
         chaos_dir = plan.data_dir / "chaos" / f"failover-{cfg.fault}-{cfg.election}"
         say(
             f"failover: {cfg.trials} trials of {cfg.fault}, election {cfg.election}, lease "
             f"{cfg.lease_duration:g}s/{cfg.renew_deadline:g}s/{cfg.retry_period:g}s, {cfg.nodes} nodes, "
             f"{cfg.rate:g} pods/s; data under {tmp}"
         )
-        measurements = _Measurements(cluster, say)
+        measurements = _Measurements(cluster, lambda m: drive.say(m))
         drive = Drive(
             rounds=failover_rounds(cfg),
             seed=cfg.seed,

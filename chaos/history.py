@@ -9,6 +9,11 @@ process killed mid-write, is skipped):
                         a `WatchRecorder` per process (scheduler replicas, the generator, ...)
     faults.jsonl        `FaultRecord`s; written by the nemesis
     rpc-errors*.jsonl   `RpcErrorRecord`s: failed RPCs as clients saw them; written by the clients
+    origin.json         {"ts": wall clock, "what": ...}: the run's t=0 (the first leader elected),
+                        the one time origin of its console lines, tables and plots; written by the
+                        runner (`write_origin`)
+    replicas.json       {"lives": [...]}: every start of every elected replica (`ReplicaLife`):
+                        the timeline's lanes, standbys and restarts included; written by the runner
     final.json          a JSON object {"pods": [...], "nodes": [...], "created": [...]}: the final
                         state (and optionally every pod the generator created), objects in
                         protobuf's JSON mapping; written by the harness after the run (`write_snapshot`)
@@ -56,9 +61,11 @@ __all__ = [
     "KILL",
     "LEADER_FAULTS",
     "LIST",
+    "ORIGIN_FILE",
     "PARTITION",
     "PHASE_END",
     "PHASE_START",
+    "REPLICAS_FILE",
     "RESTART",
     "ROTATE_CA",
     "ROTATE_CERTS",
@@ -77,6 +84,7 @@ __all__ = [
     "LeaseHistory",
     "LeaseState",
     "LeaseTerm",
+    "ReplicaLife",
     "RpcErrorRecord",
     "RpcErrorRecorder",
     "WatchDeliveryRecord",
@@ -86,8 +94,12 @@ __all__ = [
     "load_snapshot_revision",
     "object_key",
     "read_jsonl",
+    "read_origin",
+    "read_replica_lives",
     "to_node",
     "to_pod",
+    "write_origin",
+    "write_replica_lives",
     "write_snapshot",
 ]
 
@@ -96,6 +108,8 @@ __all__ = [
 AUDIT_GLOB = "audit*.jsonl"
 WATCH_GLOB = "watch*.jsonl"
 FAULTS_FILE = "faults.jsonl"
+ORIGIN_FILE = "origin.json"
+REPLICAS_FILE = "replicas.json"
 RPC_ERRORS_GLOB = "rpc-errors*.jsonl"
 SNAPSHOT_FILE = "final.json"
 
@@ -570,6 +584,57 @@ def fault_windows(faults: Iterable[FaultRecord], kinds: Iterable[str] | None = N
 # ---------------------------------------------------------------- the history
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaLife:
+    """One start of an elected replica (`component` "scheduler" or "controller-manager"): its
+    election identity, and when it started and was seen to end (wall clock; `ended_at` None: still
+    running at the end of the run)."""
+
+    replica: str
+    component: str
+    identity: str
+    started_at: float
+    ended_at: float | None = None
+    exit_code: int | None = None
+
+
+def write_replica_lives(run_dir: Path, lives: Iterable[ReplicaLife]) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / REPLICAS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"lives": [asdict(x) for x in lives]}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_replica_lives(path: Path) -> list[ReplicaLife]:
+    """The recorded lives, [] when there are none (an attached run, or one from before)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))["lives"]
+        return [ReplicaLife(**x) for x in raw]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def write_origin(run_dir: Path, ts: float, what: str) -> Path:
+    """Record the run's t=0 (`ORIGIN_FILE`), written whole or not at all."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / ORIGIN_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"ts": ts, "what": what}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_origin(path: Path) -> float | None:
+    """The recorded t=0, None when there is none (a run from before origins were recorded)."""
+    try:
+        ts = json.loads(path.read_text(encoding="utf-8")).get("ts")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(ts) if isinstance(ts, int | float) else None
+
+
 @dataclass
 class History:
     """Everything the checker judges. Build it with `History.load(run_dir)`, `History.from_files`,
@@ -597,6 +662,10 @@ class History:
     deployments: list[pb.Deployment] = field(default_factory=list)
     # etcd's own history of the run (chaos.etcd_history): what audit_matches_etcd judges.
     etcd_writes: list[EtcdWrite] = field(default_factory=list)
+    # The run's t=0 (wall clock; the runner's `origin.json`); None: the first record is t=0.
+    origin_ts: float | None = None
+    # Every start of every elected replica (the runner's `replicas.json`), for the timeline's lanes.
+    replica_lives: list[ReplicaLife] = field(default_factory=list)
     _lease_history: LeaseHistory | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -618,6 +687,8 @@ class History:
         snapshot: Path | None = None,
         timeline: Sequence[Path] = (),
         etcd_history: Path | None = None,
+        origin: Path | None = None,
+        replicas: Path | None = None,
     ) -> History:
         pods: list[pb.Pod] | None = None
         nodes: list[pb.Node] | None = None
@@ -644,6 +715,8 @@ class History:
             pdbs=pdbs,
             deployments=deployments,
             etcd_writes=load_etcd_history(etcd_history) if etcd_history is not None else [],
+            origin_ts=read_origin(origin) if origin is not None else None,
+            replica_lives=read_replica_lives(replicas) if replicas is not None else [],
         )
 
     @classmethod
@@ -658,6 +731,8 @@ class History:
             snapshot=d / SNAPSHOT_FILE,
             timeline=[d / TIMELINE_FILE],
             etcd_history=d / ETCD_HISTORY_FILE,
+            origin=d / ORIGIN_FILE,
+            replicas=d / REPLICAS_FILE,
         )
 
     # -- derived views
@@ -685,6 +760,14 @@ class History:
         if self._lease_history is None:
             self._lease_history = LeaseHistory.from_audit(self.audit)
         return self._lease_history
+
+    def origin(self) -> float:
+        """The run's t=0 (wall clock): the runner's recorded origin, else the first record (0.0 for
+        an empty history). Every table and plot of a run measures time from here."""
+        if self.origin_ts is not None:
+            return self.origin_ts
+        span = self.time_range()
+        return span[0] if span else 0.0
 
     def time_range(self) -> tuple[float, float] | None:
         """(first, last) timestamp over every record, None for an empty history."""

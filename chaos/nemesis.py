@@ -319,9 +319,8 @@ class Nemesis:
         b = self.backend
         detail = await self._replica_detail(r, spec.target)
         name = FAULT_RECORD_NAMES[spec.fault]
-        self.say(
-            f"{spec.describe()}: {r} ({detail['identity']}){' [leader]' if detail.get('leader') else ''}"
-        )
+        leader = " [leader]" if detail.get("leader") else ""
+        self.say(f"{spec.describe(planned_time=False)}: {r} ({detail['identity']}){leader}")
         if spec.fault == "kill":
             self._record(time.time(), name, r, detail)
             await b.kill(r)
@@ -498,7 +497,7 @@ class Nemesis:
         stems = self._stems(target)
         pki = self.backend.pki_dir
         if detail is None:
-            self.say(f"{spec.describe()}: {', '.join(stems)}")
+            self.say(f"{spec.describe(planned_time=False)}: {', '.join(stems)}")
         start = (detail or {}) | {"phase": PHASE_START, "identities": stems, "window_s": window}
         async with self._pki:
             self._record(time.time(), ROTATE_CERTS, target, start)
@@ -538,7 +537,8 @@ class Nemesis:
         pki = self.backend.pki_dir
         members = await self.backend.etcd_members()
         self.say(
-            f"{spec.describe()}: add, switch, remove {step:g}s apart; etcd restarts: {', '.join(members)}"
+            f"{spec.describe(planned_time=False)}: add, switch, remove {step:g}s apart; "
+            f"etcd restarts: {', '.join(members)}"
         )
         async with self._pki:
             self._record(time.time(), ROTATE_CA, spec.target, {"phase": PHASE_START, "step_s": step})

@@ -60,7 +60,7 @@ from kse.objects.meta import uid_key
 if TYPE_CHECKING:
     from chaos.backend import FaultBackend
     from chaos.checker import CheckResult
-    from chaos.history import FaultRecord, History
+    from chaos.history import FaultRecord, History, ReplicaLife
     from chaos.nemesis import Nemesis
     from chaos.soak_guard import SafetyGuard
     from chaos.waits import Waits
@@ -226,7 +226,8 @@ async def _run_fresh(
                 from chaos.local_backend import clock_skew_path
 
                 write_clock_skew(clock_skew_path(plan.run_dir, name), 0.0, 1.0)
-        cluster = Cluster(plan, progress=lambda m: say(f"cluster: {m}"))
+        drive = Drive.for_scenario(scenario, schedule, seed, say)
+        cluster = Cluster(plan, progress=lambda m: drive.say(f"cluster: {m}"))  # t= from t=0 on
         chaos_dir = data_dir / "chaos" / f"{scenario.name}-{_stamp()}"
         say(
             f"scenario {scenario.name}: {scenario.duration:g}s, {len(schedule)} faults"
@@ -235,7 +236,6 @@ async def _run_fresh(
             f"{c.rate:g} pods/s, lease {c.lease_duration:g}/{c.renew_deadline:g}/{c.retry_period:g}s; "
             f"data under {tmp}"
         )
-        drive = Drive.for_scenario(scenario, schedule, seed, say)
         history = await drive_cluster(cluster, drive, chaos_dir, lease_duration=c.lease_duration)
         result = check_scenario(scenario, history, lease_duration=c.lease_duration, young_after=None)
         outcome = RunOutcome(
@@ -250,6 +250,7 @@ async def drive_cluster(cluster: Cluster, drive: Drive, chaos_dir: Path, *, leas
     workload stopped before the final snapshot), stop it, and load the run's history. RunError when
     the cluster cannot serve a run (no leader election, no audit log), does not come up, or the final
     snapshot fails; `drive.errors` holds the faults and rounds that could not be carried out."""
+    from chaos.history import write_replica_lives
     from chaos.local_backend import LocalBackend
     from harness.up import UpError
     from kse.client.errors import ApiError
@@ -273,12 +274,28 @@ async def drive_cluster(cluster: Cluster, drive: Drive, chaos_dir: Path, *, leas
                 young_s=0.0,
                 audit_logs=cluster.audit_logs,
             )
+            write_replica_lives(chaos_dir, replica_lives(cluster))  # before the stop: who still runs
             await _keep_etcd_history(cluster, chaos_dir, drive.say)
     except ApiError as e:
         raise RunError(f"the final snapshot failed: {e}") from e
     except UpError as e:
         raise RunError(str(e)) from e
     return load_history(cluster.audit_logs, chaos_dir, plan.run_dir, since=None)
+
+
+def replica_lives(cluster: Cluster) -> list[ReplicaLife]:
+    """Every start of the cluster's scheduler and controller-manager replicas so far."""
+    from chaos.history import ReplicaLife
+
+    return [
+        ReplicaLife(r.name, component, life.label, life.started_at, life.ended_at, life.exit_code)
+        for component, replicas in (
+            ("scheduler", cluster.replicas),
+            ("controller-manager", cluster.controller_managers),
+        )
+        for r in replicas
+        for life in r.process.lives
+    ]
 
 
 async def _keep_etcd_history(cluster: Cluster, chaos_dir: Path, say: Callable[[str], None]) -> None:
@@ -327,10 +344,20 @@ def load_history(audit: Sequence[Path], chaos_dir: Path, rpc_dir: Path, *, since
     the clients' rpc-errors files (those in the cluster's run dir and the runner's own; attached,
     only errors from `since` on: the files live as long as the cluster)."""
     from chaos.etcd_history import ETCD_HISTORY_FILE
-    from chaos.history import FAULTS_FILE, RPC_ERRORS_GLOB, SNAPSHOT_FILE, WATCH_GLOB, History
+    from chaos.history import (
+        FAULTS_FILE,
+        ORIGIN_FILE,
+        REPLICAS_FILE,
+        RPC_ERRORS_GLOB,
+        SNAPSHOT_FILE,
+        WATCH_GLOB,
+        History,
+    )
     from chaos.podtimeline import TIMELINE_FILE
 
     history = History.from_files(
+        origin=chaos_dir / ORIGIN_FILE,
+        replicas=chaos_dir / REPLICAS_FILE,
         audit=[p for p in audit if p.exists()],
         watch=sorted(chaos_dir.glob(WATCH_GLOB)),
         faults=[chaos_dir / FAULTS_FILE] if (chaos_dir / FAULTS_FILE).exists() else [],
@@ -419,19 +446,29 @@ class Drive:
         self.default_stop = default_stop
         self.retry_period = retry_period
         self.renew_deadline = renew_deadline
-        self.say = say
+        self._say = say
         self.settle_s = settle_s
         self.observer: DriveObserver = observer or _NoObserver()
         self.deployments = list(deployments)  # created (and available) before t=0
         # Fed the runner's pod and node events as they come (`kse chaos soak` checks as it goes).
         self.guard = guard
         self.t0: float | None = None  # time.monotonic() at t=0 (the first leader elected)
+        self.origin_ts: float | None = None  # the same instant on the wall clock (`origin.json`)
         self.nemesis: Nemesis | None = None  # the run's, once it started (its `upgrades`)
         self.errors: list[str] = []
         self.round_results: list[RoundResult] = []
         self.created: dict[str, pb.Pod] = {}
         self.started_at = time.time()
         self.snapshot_at = 0.0
+
+    def say(self, message: str) -> None:
+        """A console line; from t=0 on it starts with `t=<seconds>s`, the time origin the run's
+        tables and plots share (chaos.history ORIGIN_FILE). Pass it, not the raw `say`, to
+        everything that reports during the run (the cluster's progress too)."""
+        if self.t0 is None:
+            self._say(message)
+        else:
+            self._say(f"t={time.monotonic() - self.t0:.1f}s {message}")
 
     @classmethod
     def for_scenario(
@@ -463,7 +500,14 @@ class Drive:
         audit_logs: Sequence[Path] = (),
     ) -> None:
         from chaos.audit_tail import AuditTail
-        from chaos.history import FAULTS_FILE, SNAPSHOT_FILE, JsonlWriter, WatchRecorder, write_snapshot
+        from chaos.history import (
+            FAULTS_FILE,
+            SNAPSHOT_FILE,
+            JsonlWriter,
+            WatchRecorder,
+            write_origin,
+            write_snapshot,
+        )
         from chaos.nemesis import Nemesis, NemesisError
         from chaos.podtimeline import TIMELINE_FILE, PodTimelineRecorder
         from chaos.waits import Waits
@@ -514,7 +558,8 @@ class Drive:
                 if self.deployments:
                     await self._start_workload(clientset)
                 self.say(f"leader {first} ({await backend.identity(first)}); t=0")
-                self.t0 = time.monotonic()
+                self.t0, self.origin_ts = time.monotonic(), time.time()
+                write_origin(chaos_dir, self.origin_ts, "the first leader elected")
                 await self.observer.started()
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(_run_schedule(nemesis, self.schedule, self.duration, self.errors))

@@ -234,8 +234,10 @@ class FaultSpec:
     # no uncordon, no pause
     upgrade_kubelets: bool = True
 
-    def describe(self) -> str:
-        when = f"t={self.at:g}s " if self.at is not None else ""
+    def describe(self, *, planned_time: bool = True) -> str:
+        """One line for people; `planned_time=False` leaves out the planned `t=` (console lines
+        carry the real time of the run)."""
+        when = f"t={self.at:g}s " if self.at is not None and planned_time else ""
         lasting = f" for {self.duration:g}s" if self.duration is not None else ""
         extra = ""
         if self.offset is not None:

@@ -240,10 +240,10 @@ async def run_soak(
     tmp = Path(tempfile.mkdtemp(prefix="kse-chaos-soak-"))
     data_dir = tmp / "kse"
     plan = ClusterPlan(data_dir=data_dir, **scenario_plan_kwargs(scenario, seed, data_dir / "run"))
-    cluster = Cluster(plan, progress=lambda m: say(f"cluster: {m}"))
+    drive = Drive.for_scenario(scenario, [], seed, say)
+    cluster = Cluster(plan, progress=lambda m: drive.say(f"cluster: {m}"))  # t= from t=0 on
     chaos_dir = data_dir / "chaos" / "soak"
     guard = SafetyGuard()
-    drive = Drive.for_scenario(scenario, [], seed, say)
     drive.guard = guard
     sampler = ResourceSampler(lambda: cluster.pids, SAMPLE_INTERVAL_S)
     counts = soak_counts(duration_s)

@@ -134,6 +134,7 @@ def check(
         "faults": len(history.faults),
         "rpc_errors": len(history.rpc_errors),
         "start_ts": span[0] if span else None,
+        "origin_ts": history.origin() if span else None,  # t=0 of every table and plot
         "end_ts": span[1] if span else None,
     }
     return CheckResult(invariants, failover, meta)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +89,7 @@ def to_markdown(result: CheckResult) -> str:
                 "fault→acquire ms | takeable→acquire ms | gap ms |",
                 "|---|---|---|---|---|---|---|---|---|",
             ]
-            t0 = result.meta.get("start_ts") or 0.0
+            t0 = result.meta.get("origin_ts") or result.meta.get("start_ts") or 0.0
             for e in fo.events:
                 holders = f"{_short(e.old_holder)}#{e.old_transitions} → "
                 holders += f"{_short(e.new_holder)}#{e.new_transitions}" if e.new_holder else NA
@@ -143,7 +143,8 @@ def plot_timeline(
     second, pending pods on their own (red) scale, and every pause in the binds that stands out
     labelled with its length. Faults are dashed vertical lines across both (a shaded span for
     windowed faults such as partitions, pauses or rotations), labelled in the top panel. Time is
-    seconds from the first record.
+    seconds from the run's t=0 (`History.origin`: the first leader elected, as in the console and
+    the tables); the set-up before it is on the negative side.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -152,15 +153,15 @@ def plot_timeline(
 
     out = Path(path)
     span = history.time_range()
-    t0, t1 = span if span else (0.0, 1.0)
+    first, t1 = span if span else (0.0, 1.0)
+    t0 = history.origin()  # the run's t=0, as in the console and the tables; set-up is before it
     t1 = max(t1, t0 + 1.0)
     lh = history.lease_history()
     terms = lh.terms(lease)
-    holders: list[str] = []
-    for t in terms:
-        if t.holder not in holders:
-            holders.append(t.holder)
-    rows = max(1, len(holders))
+    lanes_of = replica_lanes(history, [t.holder for t in terms])
+    lane_names = list(dict.fromkeys(lanes_of.values()))
+    holders = list(lanes_of)  # every identity with a lane: holders, and standbys that never led
+    rows = max(1, len(lane_names))
 
     lease_h = 1.2 + 0.5 * rows
     fig = Figure(figsize=(12, lease_h + 3.2), dpi=110, layout="constrained")
@@ -172,8 +173,14 @@ def plot_timeline(
 
     # -- lease terms
     palette = ["tab:blue", "tab:orange", "tab:green", "tab:cyan", "tab:olive", "tab:brown", "tab:gray"]
+    lives = [x for x in history.replica_lives if x.identity in lanes_of]
+    for life in lives:  # each process start: a thin line while it ran (leading or standby)
+        row = lane_names.index(lanes_of[life.identity])
+        end = life.ended_at if life.ended_at is not None else t1
+        ax_l.plot([life.started_at - t0, end - t0], [row, row], color="gray", linewidth=1, alpha=0.6)
+        ax_l.plot([life.started_at - t0], [row], ">", color="gray", markersize=4)
     for t in terms:
-        row = holders.index(t.holder)
+        row = lane_names.index(lanes_of[t.holder])
         color = palette[row % len(palette)]
         solid = max(t.last_renew_ts - t.acquire_ts, 0.05)
         ax_l.broken_barh([(t.acquire_ts - t0, solid)], (row - 0.3, 0.6), facecolors=color)
@@ -188,7 +195,7 @@ def plot_timeline(
     for r in history.audit:
         if r.fence is None or r.resource == "leases" or r.fence.holder not in holders:
             continue
-        row = holders.index(r.fence.holder)
+        row = lane_names.index(lanes_of[r.fence.holder])
         if r.code == "FAILED_PRECONDITION":
             refused_x.append(r.ts - t0)
             refused_y.append(row)
@@ -201,28 +208,33 @@ def plot_timeline(
         ax_l.plot(refused_x, refused_y, "x", color="black", markersize=6)
     if stale_x:
         ax_l.plot(stale_x, stale_y, "o", color="red", markersize=6)
-    ax_l.set_yticks(range(len(holders)), [_short(h, 32) for h in holders])
+    ax_l.set_yticks(range(len(lane_names)), [_short(h, 32) for h in lane_names])
     ax_l.grid(axis="x", alpha=0.3)
     ax_l.tick_params(labelbottom=False)
-    if not holders:
+    if not terms:
         ax_l.text(0.5, 0.5, "no lease writes", transform=ax_l.transAxes, ha="center", va="center")
 
     # -- binds per second
     bind_ts = sorted(r.ts for r in history.audit if r.verb == "bind" and r.code == "OK")
-    width = max(1.0, (t1 - t0) / 400)  # at most ~400 bins
-    nbins = int((t1 - t0) // width) + 1
-    counts = Counter(int((ts - t0) // width) for ts in bind_ts)
-    xs = [i * width for i in range(nbins + 1)]
+    lo = min(first, t0)  # the bins start at the first record, which may be before t=0 (set-up)
+    width = max(1.0, (t1 - lo) / 400)  # at most ~400 bins
+    nbins = int((t1 - lo) // width) + 1
+    counts = Counter(int((ts - lo) // width) for ts in bind_ts)
+    xs = [lo - t0 + i * width for i in range(nbins + 1)]
     ys = [counts.get(i, 0) / width for i in range(nbins)] + [0.0]
     ax_b.step(xs, ys, where="post", color="tab:blue", linewidth=1.2)
     ax_b.fill_between(xs, ys, step="post", alpha=0.15, color="tab:blue")
     ax_b.set_ylabel("binds / s" if width == 1.0 else f"binds / s ({width:.1f} s bins)")
-    ax_b.set_xlabel("seconds since start")
+    ax_b.set_xlabel(
+        "seconds from t=0 (the first leader elected)"
+        if history.origin_ts is not None
+        else "seconds since the first record"
+    )
     ax_b.set_ylim(bottom=0)
     ax_b.grid(alpha=0.3)
-    ax_b.set_xlim(0, t1 - t0)
+    ax_b.set_xlim(lo - t0, t1 - t0)
     # Pending pods on their own scale, and each pause in the binds labelled with its length.
-    pending = pending_over_time(history, t0, width, nbins)
+    pending = pending_over_time(history, lo, width, nbins)
     if any(pending):
         ax_p = ax_b.twinx()
         ax_p.step(xs, [*pending, 0], where="post", color="tab:red", linewidth=1.0, alpha=0.8)
@@ -261,6 +273,10 @@ def plot_timeline(
 
     handles: list[Any] = [Line2D([0], [0], color=c, linestyle="--", label=f) for f, c in used.items()]
     handles.append(Patch(facecolor="gray", alpha=0.3, label="lease held, not renewed"))
+    if lives:
+        handles.append(
+            Line2D([0], [0], color="gray", marker=">", markersize=4, label="process start, running")
+        )
     if refused_x:
         handles.append(
             Line2D([0], [0], marker="x", color="black", linestyle="", label="fenced write refused")
@@ -318,9 +334,29 @@ def bind_gaps(bind_ts: list[float], *, at_least_s: float = 1.0, limit: int = 12)
     return sorted(sorted(gaps, key=lambda g: -g[1])[:limit])
 
 
+def replica_lanes(history: History, holders: Sequence[str]) -> dict[str, str]:
+    """The timeline's lane of each identity: its replica's name when the runner recorded the
+    replicas' lives (so every replica of the lease's component has a lane, standbys that never
+    led included, and a restart stays on its replica's lane), else one lane per holder identity.
+    Insertion order is the lanes' order: replicas by name, then holders no life names."""
+    lives = history.replica_lives
+    by_identity = {x.identity: x for x in lives}
+    components = {by_identity[h].component for h in holders if h in by_identity}
+    if lives and not components:  # nobody held this lease yet: the schedulers' lanes
+        components = {"scheduler"}
+    out = {
+        x.identity: x.replica
+        for x in sorted(lives, key=lambda x: (x.replica, x.started_at))
+        if x.component in components
+    }
+    for h in holders:
+        out.setdefault(h, h)
+    return out
+
+
 def pending_over_time(history: History, t0: float, width: float, nbins: int) -> list[int]:
-    """Pods created and neither bound nor deleted yet, at the start of each bin (from the audit
-    log: accepted creates, binds and deletes of pods)."""
+    """Pods created and neither bound nor deleted yet, at the start of each bin (bins of `width` s
+    from `t0`; from the audit log: accepted creates, binds and deletes of pods)."""
     created: dict[tuple[str, str], float] = {}
     ended: dict[tuple[str, str], float] = {}
     for r in history.audit:

@@ -40,6 +40,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -169,6 +170,30 @@ async def _drive_async(steps: _Steps) -> Any:
         return stop.value
 
 
+@dataclass(slots=True)
+class ProcessLife:
+    """One start of a managed process, on the wall clock (for reports: the timeline's replica lanes).
+
+    `ended_at` is when the launcher first saw the exit (a poll, a wait, a kill), None while it runs
+    or if nobody looked before the end; `label` is what the start was known as (a scheduler
+    replica's election identity)."""
+
+    pid: int
+    started_at: float
+    label: str = ""
+    ended_at: float | None = None
+    exit_code: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "label": self.label,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "exit_code": self.exit_code,
+        }
+
+
 class ManagedProcess:
     """One child process with a log file, an optional ready file, and signal-based control.
 
@@ -205,6 +230,7 @@ class ManagedProcess:
         self.grace = grace
         self.ready_info: Any = None
         self.starts = 0
+        self.lives: list[ProcessLife] = []  # every start, oldest first
         self.start_seq = 0  # global order of the latest start; Launcher stops in reverse of it
         self.paused = False
         self._popen: subprocess.Popen[bytes] | None = None
@@ -224,11 +250,24 @@ class ManagedProcess:
     @property
     def returncode(self) -> int | None:
         """None while running (or never started); else the exit code, or -N for death by signal N."""
-        return None if self._popen is None else self._popen.poll()
+        return None if self._popen is None else self._poll()
 
     @property
     def running(self) -> bool:
-        return self._popen is not None and self._popen.poll() is None
+        return self._popen is not None and self._poll() is None
+
+    def _poll(self) -> int | None:
+        """`Popen.poll()` of the latest start, noting on its `ProcessLife` when the exit was seen."""
+        assert self._popen is not None
+        code = self._popen.poll()
+        if code is not None and self.lives and self.lives[-1].ended_at is None:
+            self.lives[-1].ended_at = time.time()
+            self.lives[-1].exit_code = code
+        return code
+
+    def life_label(self) -> str:
+        """What the start about to happen is known as (`ProcessLife.label`); subclasses name it."""
+        return ""
 
     def command_line(self) -> list[str]:
         """The argv the next start uses (subclasses may adjust it, e.g. to pin a port on restart)."""
@@ -271,6 +310,7 @@ class ManagedProcess:
             except OSError as e:
                 raise LaunchError(f"cannot start {self.name} ({argv[0]}): {e}") from e
         self._group_gone = False
+        self.lives.append(ProcessLife(self._popen.pid, time.time(), self.life_label()))
         self.start_seq = _next_start_seq()
         _LIVE.add(self)
         return self
@@ -287,7 +327,7 @@ class ManagedProcess:
             if info is not None:
                 self.ready_info = info
                 return info
-            code = self._popen.poll()
+            code = self._poll()
             if code is not None:
                 raise self._not_ready(f"{self.name} exited with code {code} before it was ready")
             if time.monotonic() >= deadline:
@@ -330,12 +370,12 @@ class ManagedProcess:
         try:
             os.killpg(self._popen.pid, sig)
         except ProcessLookupError:
-            if self._popen.poll() is not None:
+            if self._poll() is not None:
                 self._group_gone = True  # never signal this pgid again: the number may be reused
             return False
         except PermissionError:
             # A group member we may not signal (setuid helper): at least signal the leader.
-            if self._popen.poll() is None:
+            if self._poll() is None:
                 self._popen.send_signal(sig)
         return True
 
@@ -344,7 +384,7 @@ class ManagedProcess:
         if not self._signal_group(0):
             return False
         assert self._popen is not None
-        if self._popen.poll() is None:
+        if self._poll() is None:
             return True
         return group_has_live_members(self._popen.pid)
 
@@ -376,7 +416,7 @@ class ManagedProcess:
             self._signal_group(signal.SIGCONT)  # a stopped process only acts on SIGTERM once continued
         self.paused = False
         while time.monotonic() < deadline:
-            if self._popen.poll() is not None and not self._group_alive():
+            if self._poll() is not None and not self._group_alive():
                 return self._popen.returncode
             yield
         self._signal_group(signal.SIGKILL)
@@ -386,10 +426,10 @@ class ManagedProcess:
     def _kill_wait_steps(self) -> _Steps:
         assert self._popen is not None
         deadline = time.monotonic() + _KILL_WAIT
-        while (self._popen.poll() is None or self._group_alive()) and time.monotonic() < deadline:
+        while (self._poll() is None or self._group_alive()) and time.monotonic() < deadline:
             self._signal_group(signal.SIGKILL)
             yield
-        if self._popen.poll() is None:
+        if self._poll() is None:
             raise LaunchError(f"{self.name} (pid {self.pid}) survived SIGKILL for {_KILL_WAIT:g} s")
         _LIVE.discard(self)
         return None
@@ -429,7 +469,7 @@ class ManagedProcess:
         popen = self._popen
 
         def steps() -> _Steps:
-            while popen.poll() is None:
+            while (self._poll() if popen is self._popen else popen.poll()) is None:
                 yield
             return popen.returncode
 

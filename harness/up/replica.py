@@ -63,6 +63,9 @@ class SchedulerProcess(ManagedProcess):
         self.argv = self._argv_for(self.identity)
         return list(self.argv)
 
+    def life_label(self) -> str:
+        return self.identity  # set by command_line(), just before the start
+
     def start(self) -> ManagedProcess:
         super().start()
         if self.pid is not None:

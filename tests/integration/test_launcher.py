@@ -399,3 +399,21 @@ async def test_children_start_cleanly_while_grpc_aio_calls_run_in_the_parent(tmp
     finally:
         await server.stop(0)
     assert codes == [0] * 40
+
+
+async def test_every_start_is_a_life_with_its_start_and_the_exit_seen(tmp_path: Path) -> None:
+    proc = child(tmp_path)
+    before = time.time()
+    proc.start()
+    await proc.wait_ready(ready_timeout=10)
+    first_pid = proc.pid
+    assert proc.kill() == -signal.SIGKILL
+    proc.start()
+    await proc.wait_ready(ready_timeout=10)
+    [first, second] = proc.lives
+    assert first.pid == first_pid and second.pid == proc.pid
+    assert before <= first.started_at <= (first.ended_at or 0) <= second.started_at
+    assert first.exit_code == -signal.SIGKILL
+    assert second.ended_at is None and second.exit_code is None  # still running
+    await proc.terminate(grace=5)
+    assert second.ended_at is not None and second.exit_code == -signal.SIGTERM

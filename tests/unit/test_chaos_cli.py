@@ -4,6 +4,7 @@ whose history fails an invariant (the runner replaced by a stub returning a judg
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,50 @@ def test_pending_pods_over_time_from_creates_binds_and_deletes() -> None:
     audit = [rec(0.5, "create", "a"), rec(1.5, "create", "b"), rec(2.5, "bind", "a"), rec(3.5, "delete", "b")]
     # bins start at 0, 1, 2, 3, 4: a pending from bin 1, b from bin 2; a bound in bin 2, b deleted in bin 3
     assert pending_over_time(History(audit=audit), 0.0, 1.0, 5) == [0, 1, 2, 1, 0]
+
+
+def test_every_replica_has_a_lane_and_a_restart_stays_on_its_replicas() -> None:
+    from chaos.checker.report import replica_lanes
+    from chaos.history import ReplicaLife
+
+    lives = [
+        ReplicaLife("scheduler-2", "scheduler", "scheduler-2_b", 1.0),  # a standby that never led
+        ReplicaLife("scheduler-1", "scheduler", "scheduler-1_a", 1.0, ended_at=5.0, exit_code=-9),
+        ReplicaLife("scheduler-1", "scheduler", "scheduler-1_c", 5.5),  # its restart
+        ReplicaLife("controller-manager-1", "controller-manager", "controller-manager-1_d", 1.0),
+    ]
+    lanes = replica_lanes(History(replica_lives=lives), ["scheduler-1_a", "scheduler-1_c"])
+    assert lanes == {
+        "scheduler-1_a": "scheduler-1",
+        "scheduler-1_c": "scheduler-1",
+        "scheduler-2_b": "scheduler-2",
+    }
+    cm = replica_lanes(History(replica_lives=lives), ["controller-manager-1_d"])
+    assert cm == {"controller-manager-1_d": "controller-manager-1"}
+    # Without recorded lives (an attached run): one lane per holder, as they led.
+    assert replica_lanes(History(), ["x", "y"]) == {"x": "x", "y": "y"}
+
+
+def test_a_run_has_one_time_origin_the_recorded_one_or_its_first_record(tmp_path: Path) -> None:
+    from chaos.history import ORIGIN_FILE, REPLICAS_FILE, ReplicaLife, write_origin, write_replica_lives
+
+    fault = FaultRecord(ts=105.0, fault="kill", target="scheduler-1")
+    assert History(faults=[fault]).origin() == 105.0 and History().origin() == 0.0
+    write_origin(tmp_path, 100.0, "the first leader elected")
+    write_replica_lives(tmp_path, [ReplicaLife("scheduler-1", "scheduler", "scheduler-1_a", 99.0)])
+    h = History.load(tmp_path)
+    assert h.origin() == 100.0 and h.replica_lives[0].identity == "scheduler-1_a"
+    (tmp_path / ORIGIN_FILE).write_text('{"ts": ')  # torn: as if there were none
+    (tmp_path / REPLICAS_FILE).unlink()
+    h = History.load(tmp_path)
+    assert h.origin_ts is None and h.replica_lives == []
+
+
+def test_console_lines_carry_the_runs_time_from_t0_on() -> None:
+    said: list[str] = []
+    drive = runner.Drive(say=said.append)
+    drive.say("cluster: starting")
+    drive.t0 = time.monotonic() - 12.34
+    drive.say("restart scheduler-1")
+    assert said[0] == "cluster: starting"
+    assert said[1].startswith("t=12.") and said[1].endswith("s restart scheduler-1")
