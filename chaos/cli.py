@@ -96,6 +96,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="write report.md, report.json, timeline.png, soak.json",
     )
     soak.add_argument("--keep", action="store_true", help="keep the data dir even when the soak passes")
+    soak.add_argument(
+        "--scheduler-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="pass ARG to every scheduler replica (repeatable; e.g. --scheduler-arg=--leader-elect=false "
+        "with --apiserver-arg=--fencing=off, to see the guard stop a soak whose schedulers do not "
+        "coordinate)",
+    )
+    soak.add_argument(
+        "--apiserver-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="pass ARG to the API server (repeatable; e.g. --apiserver-arg=--fencing=off)",
+    )
+    soak.add_argument(
+        "--nodesim-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="pass ARG to the simulated nodes (repeatable; e.g. --nodesim-arg=--cpu=2)",
+    )
     return p
 
 
@@ -193,7 +216,15 @@ def _soak(args: argparse.Namespace) -> int:
     logging.getLogger("harness.up.supervisor").setLevel(logging.ERROR)
 
     async def go() -> object:
-        return await run_soak(args.duration, args.seed, keep=args.keep, say=progress)
+        return await run_soak(
+            args.duration,
+            args.seed,
+            keep=args.keep,
+            say=progress,
+            scheduler_args=tuple(args.scheduler_arg),
+            apiserver_args=tuple(args.apiserver_arg),
+            nodesim_args=tuple(args.nodesim_arg),
+        )
 
     try:
         outcome = run_stoppable(go)
@@ -210,6 +241,12 @@ def _soak(args: argparse.Namespace) -> int:
     if args.report is not None:
         scenario = outcome.run.scenario
         settings = {"duration": f"{args.duration:g}s", **scenario_settings(scenario, False)}
+        if args.scheduler_arg:
+            settings["scheduler args"] = " ".join(args.scheduler_arg)
+        if args.apiserver_arg:
+            settings["apiserver args"] = " ".join(args.apiserver_arg)
+        if args.nodesim_arg:
+            settings["nodesim args"] = " ".join(args.nodesim_arg)
         header = run_header("chaos soak", "soak", args.seed, settings)
         paths = write_report(outcome.run.result, outcome.run.history, args.report, run=header)
         (args.report / "soak.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

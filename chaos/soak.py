@@ -208,6 +208,30 @@ class SoakOutcome:
         return out
 
 
+async def _snapshot_now(cluster: Any, drive: Any, chaos_dir: Path, say: Callable[[str], None]) -> None:
+    """The final snapshot of a run a violation stops, taken while the cluster still runs, so the
+    end-of-run checker judges the history so far as it judges a finished run's."""
+    from chaos.history import SNAPSHOT_FILE, write_snapshot
+    from kse.client.errors import ApiError
+
+    cs = cluster.clientset
+    if cs is None:
+        return
+    try:
+        pods = await cs.pods.list_all("")
+        nodes = (await cs.nodes.list_all("")).items
+    except ApiError as e:
+        say(f"no snapshot at the stop: {e}")
+        return
+    write_snapshot(
+        chaos_dir / SNAPSHOT_FILE,
+        pods.items,
+        nodes,
+        created=drive.created.values(),
+        pods_revision=int(pods.resource_version or 0),
+    )
+
+
 def _injected_counts(drive: Any) -> dict[str, int]:
     """Faults that went in, by soak kind: rounds whose fault step was reached and not refused."""
     out: Counter[str] = Counter()
@@ -224,8 +248,15 @@ async def run_soak(
     keep: bool = False,
     say: Callable[[str], None],
     leak_policy: LeakPolicy | None = None,
+    scheduler_args: tuple[str, ...] = (),
+    apiserver_args: tuple[str, ...] = (),
+    nodesim_args: tuple[str, ...] = (),
 ) -> SoakOutcome:
-    """Run one soak on a fresh local cluster (a temp dir, kept with `keep` or when the soak fails)."""
+    """Run one soak on a fresh local cluster (a temp dir, kept with `keep` or when the soak fails).
+
+    `scheduler_args` / `apiserver_args` / `nodesim_args` go to every scheduler replica / the API
+    server / the simulated nodes after the soak's own: a soak can be run with a property broken on
+    purpose (schedulers that do not elect a leader, fencing off), which the guard must catch."""
     from chaos.runner import (
         Drive,
         RunOutcome,
@@ -239,7 +270,11 @@ async def run_soak(
     scenario = soak_scenario(duration_s, seed)
     tmp = Path(tempfile.mkdtemp(prefix="kse-chaos-soak-"))
     data_dir = tmp / "kse"
-    plan = ClusterPlan(data_dir=data_dir, **scenario_plan_kwargs(scenario, seed, data_dir / "run"))
+    kwargs = scenario_plan_kwargs(scenario, seed, data_dir / "run")
+    kwargs["scheduler_args"] = (*kwargs.get("scheduler_args", ()), *scheduler_args)
+    kwargs["apiserver_args"] = (*kwargs.get("apiserver_args", ()), *apiserver_args)
+    kwargs["nodesim_args"] = (*kwargs.get("nodesim_args", ()), *nodesim_args)
+    plan = ClusterPlan(data_dir=data_dir, **kwargs)
     drive = Drive.for_scenario(scenario, [], seed, say)
     cluster = Cluster(plan, progress=lambda m: drive.say(f"cluster: {m}"))  # t= from t=0 on
     chaos_dir = data_dir / "chaos" / "soak"
@@ -262,6 +297,7 @@ async def run_soak(
         while not driving.done():
             if guard.violation is not None:
                 say(f"VIOLATION ({guard.violation.check}): {guard.violation.detail}; stopping the soak")
+                await _snapshot_now(cluster, drive, chaos_dir, say)
                 driving.cancel()
                 break
             await asyncio.wait({driving}, timeout=0.5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -75,3 +76,38 @@ def test_soak_refuses_a_bad_duration(capsys: pytest.CaptureFixture[str]) -> None
         cli.main(["soak", "--duration", "-3m"])
     assert e.value.code == 2
     assert "--duration" in capsys.readouterr().err
+
+
+def test_a_soak_whose_schedulers_do_not_elect_a_leader_is_stopped_at_the_first_overcommit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The guard proven on real processes: three schedulers with `--leader-elect=false` (and the API
+    server's fencing off, which would refuse their unfenced binds), each bind
+    held back 1 s (so each places pods its cache does not yet see the others'), on nodes of 300m
+    (three of the workload's 100m pods). They over-commit within seconds of the first pods; the
+    guard must stop the soak there, fail it, and keep its data dir for a post-mortem."""
+    started = time.monotonic()
+    rc = cli.main(
+        [
+            "soak", "--duration", "10m", "--seed", "1", "--json",
+            "--scheduler-arg=--leader-elect=false", "--apiserver-arg=--fencing=off",
+            "--scheduler-arg=--failpoints=binder/bind=delay(1000)",
+            "--nodesim-arg=--cpu=300m",
+        ]
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    out, err = capsys.readouterr()
+    result = json.loads(out.strip().splitlines()[-1])
+    try:
+        assert rc == 1 and not result["passed"]
+        continuous = result["invariants"]["continuous_safety"]
+        assert not continuous["passed"] and continuous["detail"].startswith("no_overcommit"), continuous
+        # The end-of-run checker judged the history up to the stop, and agrees.
+        assert not result["invariants"]["no_overcommit"]["passed"], result["invariants"]["no_overcommit"]
+        assert sum(result["fault_counts"].values()) < sum(result["planned_counts"].values())
+        assert elapsed < 600, "the guard did not stop the soak: it ran its whole duration"
+        assert result["data_dir"] is not None and Path(result["data_dir"]).is_dir()
+        assert "VIOLATION (no_overcommit)" in err
+    finally:
+        if result.get("data_dir"):
+            shutil.rmtree(result["data_dir"], ignore_errors=True)
