@@ -52,6 +52,13 @@ def register(sub: SubParsers) -> None:
         help="offered rate as a multiple of the calibrated capacity (default: %(default)s)",
     )
     p.add_argument(
+        "--flood-door",
+        choices=("grpc", "http"),
+        default="grpc",
+        help="where the flood goes in: the gRPC API (default) or the Kubernetes HTTP API, as kubectl "
+        "and client-go clients would (pods POSTed and listed as JSON)",
+    )
+    p.add_argument(
         "--max-outstanding",
         type=positive_int,
         default=2000,
@@ -110,6 +117,7 @@ def _cli(args: argparse.Namespace) -> int:
         fairness=args.fairness == "on",
         flood_procs=args.flood_procs,
         flood_factor=args.flood_factor,
+        flood_door=args.flood_door,
         max_outstanding=args.max_outstanding,
         calibrate_s=args.calibrate,
         list_every=args.list_every,

@@ -16,17 +16,19 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
+from google.protobuf import json_format
 
 from harness.bench.common import LoadResult, StartGate, measured_window
 from kse.client.channel import secure_channel
 from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
-from proto import kse_pb2_grpc as pb_grpc
 
 # Flood pods name a scheduler nobody runs, so the cluster's schedulers leave them Pending.
 FLOOD_SCHEDULER = "kse-overload-flood"
@@ -46,6 +48,37 @@ class FloodArgs:
     max_outstanding: int
     list_every: int  # every Nth request is a LIST of the namespace (limit 500); 0: creates only
     acked_file: Path
+    # "grpc", or "http": the Kubernetes HTTP API at `http_address` (POST and GET of pods as JSON,
+    # over at most `http_connections` keep-alive HTTP/1.1 connections: what cannot be sent waits)
+    door: str = "grpc"
+    http_address: str | None = None
+    http_connections: int = 64
+
+
+NAME_DIGITS = 9  # flood pod names are `<prefix>-<i, zero-padded>`: every request the same size
+CREATE_METHOD = "/kse.v1.Resources/Create"
+LIST_METHOD = "/kse.v1.Resources/List"
+
+
+def flood_pod_name(prefix: str, i: int) -> str:
+    return f"{prefix}-{i:0{NAME_DIGITS}d}"
+
+
+class CreateRequests:
+    """The serialized create of flood pod i, without building a protobuf per request: one template
+    serialized once, its fixed-width name patched in. The flood must cost its client far less
+    than it costs the server, or on a small machine the clients, not the server, set the pace."""
+
+    def __init__(self, namespace: str, prefix: str) -> None:
+        placeholder = prefix + "-" + "#" * NAME_DIGITS
+        raw = pb.WriteRequest(object=pb.Object(pod=flood_pod(namespace, placeholder))).SerializeToString()
+        if raw.count(placeholder.encode()) != 1:
+            raise ValueError("the flood pod's name must appear once in its serialized create")
+        self._head, self._tail = raw.split(placeholder.encode())
+        self._prefix = (prefix + "-").encode()
+
+    def __call__(self, i: int) -> bytes:
+        return self._head + self._prefix + b"%0*d" % (NAME_DIGITS, i) + self._tail
 
 
 def flood_pod(namespace: str, name: str) -> pb.Pod:
@@ -59,48 +92,45 @@ def flood_pod(namespace: str, name: str) -> pb.Pod:
     return pod
 
 
-async def flood(args: FloodArgs, gate: StartGate) -> LoadResult:
-    result = LoadResult()
-    result.errors = Counter()
-    acked: list[str] = []
-    samples: dict[str, str] = {}  # the first message of each error code
-    conn = ConnectionFile.for_identity(args.address, args.cert, args.key, args.ca)
-    async with secure_channel(conn) as channel:
-        await asyncio.wait_for(channel.channel_ready(), 30)
-        stub = pb_grpc.ResourcesStub(channel)
-        outstanding = 0
-        slots = asyncio.Semaphore(args.max_outstanding)  # the closed loop's in-flight cap
+class PodJsonCreates:
+    """The JSON body of flood pod i's create over HTTP, patched into one template (as
+    `CreateRequests` for gRPC)."""
 
-        async def one(i: int) -> None:
-            nonlocal outstanding
-            t0 = time.perf_counter()
-            try:
-                if args.list_every and i % args.list_every == args.list_every - 1:
-                    await stub.List(
-                        pb.ListRequest(resource="pods", namespace=args.namespace, limit=500),
-                        timeout=CALL_TIMEOUT_S,
-                    )
-                else:
-                    name = f"{args.name_prefix}-{i}"
-                    await stub.Create(
-                        pb.WriteRequest(object=pb.Object(pod=flood_pod(args.namespace, name))),
-                        timeout=CALL_TIMEOUT_S,
-                    )
-                    acked.append(name)
-            except grpc.aio.AioRpcError as e:
-                result.failed += 1
-                code = e.code().name
-                result.errors[code] += 1
-                samples.setdefault(code, e.details() or "")
-            else:
-                result.ok += 1
-                result.latencies.append(time.perf_counter() - t0)
-            finally:
-                outstanding -= 1
-                if args.rate <= 0:
-                    slots.release()
+    def __init__(self, namespace: str, prefix: str) -> None:
+        placeholder = prefix + "-" + "#" * NAME_DIGITS
+        body = json_format.MessageToJson(flood_pod(namespace, placeholder), indent=None)
+        self._head, self._tail = body.encode().split(placeholder.encode())
+        self._prefix = (prefix + "-").encode()
 
-        await gate()
+    def __call__(self, i: int) -> bytes:
+        return self._head + self._prefix + b"%0*d" % (NAME_DIGITS, i) + self._tail
+
+
+# HTTP statuses as the gRPC codes the overload report counts (kube-apiserver's mapping, reversed).
+_HTTP_CODES = {429: "RESOURCE_EXHAUSTED", 409: "ALREADY_EXISTS", 504: "DEADLINE_EXCEEDED", 503: "UNAVAILABLE"}
+
+
+def http_code_name(status: int) -> str:
+    return _HTTP_CODES.get(status, "INTERNAL" if status >= 500 else f"HTTP_{status}")
+
+
+class _Pacer:
+    """When each request goes: open-loop at `rate` (request i due at t0 + i / rate, a due request
+    past `max_outstanding` in flight counted `not_sent`), or closed-loop with `max_outstanding`
+    in flight when `rate` is 0. The door's `send(i)` must call `done()` when request i ends."""
+
+    def __init__(self, args: FloodArgs) -> None:
+        self.args = args
+        self.outstanding = 0
+        self._slots = asyncio.Semaphore(args.max_outstanding)  # the closed loop's in-flight cap
+
+    def done(self) -> None:
+        self.outstanding -= 1
+        if self.args.rate <= 0:
+            self._slots.release()
+
+    async def run(self, result: LoadResult, send: Callable[[int], Coroutine[Any, Any, None]]) -> None:
+        args = self.args
         async with measured_window(result), asyncio.TaskGroup() as tg:
             start = time.monotonic()
             end = start + args.duration
@@ -110,15 +140,114 @@ async def flood(args: FloodArgs, gate: StartGate) -> LoadResult:
                     delay = start + i / args.rate - time.monotonic()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                    if outstanding >= args.max_outstanding:
+                    if self.outstanding >= args.max_outstanding:
                         result.errors["not_sent"] += 1
                         i += 1
                         continue
                 else:
-                    await slots.acquire()
-                outstanding += 1
-                tg.create_task(one(i))
+                    await self._slots.acquire()
+                self.outstanding += 1
+                tg.create_task(send(i))
                 i += 1
-    args.acked_file.write_text("".join(f"{n}\n" for n in acked))
+
+
+async def flood(args: FloodArgs, gate: StartGate) -> LoadResult:
+    if args.door == "http":
+        return await _flood_http(args, gate)
+    result = LoadResult()
+    result.errors = Counter()
+    acked: list[int] = []  # the indexes of the pods whose create was acknowledged
+    samples: dict[str, str] = {}  # the first message of each error code
+    conn = ConnectionFile.for_identity(args.address, args.cert, args.key, args.ca)
+    creates = CreateRequests(args.namespace, args.name_prefix)
+    list_request = pb.ListRequest(resource="pods", namespace=args.namespace, limit=500).SerializeToString()
+    async with secure_channel(conn) as channel:
+        await asyncio.wait_for(channel.channel_ready(), 30)
+        # Bytes in, bytes out: no protobuf built or parsed per request (only success matters).
+        create = channel.unary_unary(CREATE_METHOD)
+        list_pods = channel.unary_unary(LIST_METHOD)
+        pacer = _Pacer(args)
+
+        async def one(i: int) -> None:
+            t0 = time.perf_counter()
+            try:
+                if args.list_every and i % args.list_every == args.list_every - 1:
+                    await list_pods(list_request, timeout=CALL_TIMEOUT_S)
+                else:
+                    await create(creates(i), timeout=CALL_TIMEOUT_S)
+                    acked.append(i)
+            except grpc.aio.AioRpcError as e:
+                result.failed += 1
+                code = e.code().name
+                result.errors[code] += 1
+                samples.setdefault(code, e.details() or "")
+            else:
+                result.ok += 1
+                result.latencies.append(time.perf_counter() - t0)
+            finally:
+                pacer.done()
+
+        await gate()
+        await pacer.run(result, one)
+    args.acked_file.write_text("".join(f"{flood_pod_name(args.name_prefix, i)}\n" for i in acked))
+    args.acked_file.with_suffix(".errors.json").write_text(json.dumps(samples))
+    return result
+
+
+async def _flood_http(args: FloodArgs, gate: StartGate) -> LoadResult:
+    """`flood` through the Kubernetes HTTP API: the same pacing, requests and counting."""
+    import aiohttp
+
+    from harness.bench.httpload import HttpTarget, session, warm_up
+
+    if args.http_address is None:
+        raise ValueError("an HTTP flood needs the API server's http_address")
+    result = LoadResult()
+    result.errors = Counter()
+    acked: list[int] = []
+    samples: dict[str, str] = {}
+    target = HttpTarget(args.http_address, args.ca, args.cert, args.key)
+    creates = PodJsonCreates(args.namespace, args.name_prefix)
+    pods_url = f"/api/v1/namespaces/{args.namespace}/pods"
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    async with session(target, args.http_connections) as http:
+        await warm_up(http, target, args.http_connections)
+        pacer = _Pacer(args)
+
+        async def one(i: int) -> None:
+            t0 = time.perf_counter()
+            listing = bool(args.list_every) and i % args.list_every == args.list_every - 1
+            try:
+                async with asyncio.timeout(CALL_TIMEOUT_S):
+                    if listing:
+                        call = http.get(pods_url, params={"limit": "500"}, server_hostname=target.server_name)
+                    else:
+                        call = http.post(
+                            pods_url, data=creates(i), headers=headers, server_hostname=target.server_name
+                        )
+                    async with call as resp:
+                        body = await resp.read()
+                        status = resp.status
+            except TimeoutError:
+                code, detail = "DEADLINE_EXCEEDED", f"no answer within {CALL_TIMEOUT_S:g} s"
+            except aiohttp.ClientError as e:
+                code, detail = "UNAVAILABLE", f"{type(e).__name__}: {e}"
+            else:
+                if status < 300:
+                    result.ok += 1
+                    result.latencies.append(time.perf_counter() - t0)
+                    if not listing:
+                        acked.append(i)
+                    return
+                code, detail = http_code_name(status), body[:300].decode(errors="replace")
+            finally:
+                pacer.done()
+            result.failed += 1
+            result.errors[code] += 1
+            samples.setdefault(code, detail)
+
+        await gate()
+        await pacer.run(result, one)
+    args.acked_file.write_text("".join(f"{flood_pod_name(args.name_prefix, i)}\n" for i in acked))
     args.acked_file.with_suffix(".errors.json").write_text(json.dumps(samples))
     return result

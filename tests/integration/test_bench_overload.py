@@ -35,3 +35,24 @@ def test_a_short_flood_reports_every_figure_and_loses_no_acknowledged_write() ->
     assert result["passed"] == all(result["checks"].values())
     assert (proc.returncode == 0) == result["passed"]
     assert "leader changes" in table(result)
+
+
+def test_a_short_flood_through_the_http_api_is_counted_as_the_grpc_one() -> None:
+    """The same flood as kubectl's and client-go's clients send it: pods POSTed and listed as JSON
+    over HTTPS; every acknowledged create is stored, and what the gate shed answers 429."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kse", "bench", "overload", *SHORT, "--flood-door", "http", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["flood_door"] == "http"
+    assert result["capacity_per_s"] > 0 and result["accepted_per_s"] > 0
+    assert result["acked_writes"] > 0 and result["acked_missing"] == 0
+    # Every failure is one the server meant (429 shed, a deadline) or a request the pool never sent.
+    assert set(result["flood_errors"]) <= {"RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED", "not_sent"}, result[
+        "flood_error_samples"
+    ]
+    assert "Kubernetes HTTP API" in table(result)
