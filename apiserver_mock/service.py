@@ -27,6 +27,7 @@ from apiserver_mock.audit import WRITE_METHODS, AuditLog, record_for
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.errors import APIError, TooManyRequests
 from apiserver_mock.flowcontrol import FlowControl
+from apiserver_mock.flowcontrol.early import EARLY
 from apiserver_mock.flowcontrol.filter import Seat
 from apiserver_mock.registry import Registry
 from apiserver_mock.registry.reads import Reads
@@ -242,14 +243,10 @@ class ResourcesService:
             verb = partial(self.registry.evict, notes=notes)
         gate = self.flowcontrol
         seat: Seat = None
-        if gate is not None:
-            try:
-                seat = await gate.admit(ident, name, request)
-            except TooManyRequests as e:
-                if audit is not None:
-                    code, message = error_status(e, f"{SERVICE}/{name}")
-                    _record_refusal(audit, name, ident, request, code, message)
-                raise
+        early = EARLY.get()
+        admitted, seat = early.take(name) if early is not None else (False, None)
+        if gate is not None and not admitted:
+            seat = await self.admit(name, ident, request)
         if audit is None:
             if gate is None:
                 return await verb(ident, request)
@@ -287,6 +284,22 @@ class ResourcesService:
         if failpoints.ENABLED:
             await failpoints.inject("service/before-reply")
         return data, rev
+
+    async def admit(self, name: str, ident: Identity, request: Any) -> Seat:
+        """A seat from the gate for verb `name` (None without a gate); a refused write is audited
+        before TooManyRequests is raised. `request` needs only what classification reads (kind,
+        namespace, a LIST's limit): the HTTP door admits writes with a body-less stand-in
+        (`apiserver_mock.flowcontrol.early`)."""
+        gate = self.flowcontrol
+        if gate is None:
+            return None
+        try:
+            return await gate.admit(ident, name, request)
+        except TooManyRequests as e:
+            if name in WRITE_METHODS and self.audit is not None:
+                code, message = error_status(e, f"{SERVICE}/{name}")
+                _record_refusal(self.audit, name, ident, request, code, message)
+            raise
 
     def _unary(self, name: str) -> Callable[[Any, Context], Awaitable[bytes]]:
         authn = self.authn

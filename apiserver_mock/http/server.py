@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp.web_exceptions import HTTPRequestEntityTooLarge
 
 from apiserver_mock.errors import Forbidden
+from apiserver_mock.flowcontrol.early import EARLY, EarlyAdmission
 from apiserver_mock.http import discovery, openapi, openapi_pb, params, routes
 from apiserver_mock.http.authn import CertAuthenticator
 from apiserver_mock.http.codec import BadRequest
@@ -41,6 +43,7 @@ from apiserver_mock.http.tls import ReloadingContext
 from apiserver_mock.service import ResourcesService
 from certs.identity import Identity
 from certs.source import FileCredentialSource
+from proto import kse_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +253,31 @@ class HTTPFrontDoor:
             if sub in ("binding", "eviction"):
                 raise MethodNotAllowed(f"GET is not supported on {t.kind.resource}/{sub}")
             return await h.get(request, ident, t)
+        early = await self._admit_early(request, ident, t)
+        token = EARLY.set(early)
+        try:
+            return await self._write(request, ident, t)
+        finally:
+            EARLY.reset(token)
+            if early is not None:
+                early.release()
+
+    async def _admit_early(self, request: web.Request, ident: Identity, t: Target) -> EarlyAdmission | None:
+        """A seat for a write from its URL, before its body is read (`flowcontrol.early`); None
+        without a gate, or for a DELETE of a collection (a LIST and many deletes, each admitted)."""
+        gate = self.service.flowcontrol
+        if gate is None:
+            return None
+        stand_in = early_stand_in(request.method, t)
+        if stand_in is None:
+            return None
+        name, stub = stand_in
+        return EarlyAdmission(gate, name, await self.service.admit(name, ident, stub))
+
+    async def _write(self, request: web.Request, ident: Identity, t: Target) -> web.StreamResponse:
+        h = self.handlers
+        method = request.method
+        sub = t.subresource
         body = await self._read_body(request)
         if method == "POST":
             if sub == "binding":
@@ -267,6 +295,26 @@ class HTTPFrontDoor:
                 return await h.delete(request, ident, t, body)
             return await h.delete_collection(request, ident, t, body)
         raise MethodNotAllowed(f"{method} is not supported on this path ({request.path})")
+
+
+def early_stand_in(method: str, t: Target) -> tuple[str, Any] | None:
+    """The gRPC method a write on `t` runs and a body-less request naming what classification and
+    a refusal's audit record read (kind, namespace, name); None when there is no single verb."""
+    meta = pb.ObjectMeta(namespace=t.namespace, name=t.name)
+    sub = t.subresource
+    if method == "POST" and sub == "binding":
+        return "Bind", pb.BindRequest(binding=pb.Binding(metadata=meta))
+    if method == "POST" and sub == "eviction":
+        return "Evict", pb.EvictRequest(namespace=t.namespace, name=t.name)
+    if (method == "POST" and not t.name and not sub) or (
+        method in ("PUT", "PATCH") and t.name and sub in ("", "status")
+    ):
+        name = "Create" if method == "POST" else "UpdateStatus" if sub == "status" else "Update"
+        obj = pb.Object(**{t.kind.field: t.kind.message(metadata=meta)})
+        return name, pb.WriteRequest(object=obj)
+    if method == "DELETE" and t.name and not sub:
+        return "Delete", pb.DeleteRequest(resource=t.kind.resource, namespace=t.namespace, name=t.name)
+    return None
 
 
 def _cell(value: object) -> str:

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
+from kse.audit import read_audit_log
 from kse.client.clientset import Clientset
 from kse.client.errors import TooManyRequestsError, from_rpc_error
 from proto import kse_pb2 as pb
@@ -220,3 +222,33 @@ async def test_over_http_a_shed_request_is_429_with_retry_after(apiserver_factor
     assert headers["Retry-After"] == "1"
     assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 1
     assert body["message"] == "Too many requests, please try again later."
+
+
+async def test_over_http_a_write_is_shed_before_its_body_is_read(
+    apiserver_factory: ApiServerFactory, tmp_path: Path
+) -> None:
+    """As upstream's filter chain: priority and fairness sees a write from its URL, before the body
+    is decoded, so a flood costs the server no decoding of what it sheds. A body that cannot be
+    decoded shows the order: under the flood it is answered 429 (shed first), not only 400."""
+    audit = tmp_path / "audit.jsonl"
+    server = await apiserver_factory(*TINY, *NO_STREAM_CAP, "--audit-log", str(audit))
+    codes: collections.Counter[int] = collections.Counter()
+
+    async def post_garbage_until_shed(flood: Flood) -> None:
+        async with http_client(server, "workload") as http:
+            for _ in range(200):
+                code, body, _ = await http.call("POST", "/api/v1/namespaces/default/pods", raw=b"{not json")
+                codes[code] += 1
+                if code == 429:
+                    return
+                assert code == 400, body
+
+    await _during_flood(server, post_garbage_until_shed)
+    assert codes[429] == 1, f"200 undecodable creates during the flood, none shed: {dict(codes)}"
+    # The refusal is audited like any refused write (kind, namespace, user; the name is in the body).
+    early = [
+        r
+        for r in read_audit_log(audit)
+        if r.code == "RESOURCE_EXHAUSTED" and r.verb == "create" and r.resource == "pods" and not r.name
+    ]
+    assert early and all(r.namespace == "default" for r in early), "the early refusal left no audit record"
