@@ -96,29 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="write report.md, report.json, timeline.png, soak.json",
     )
     soak.add_argument("--keep", action="store_true", help="keep the data dir even when the soak passes")
-    soak.add_argument(
-        "--scheduler-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="pass ARG to every scheduler replica (repeatable; e.g. --scheduler-arg=--leader-elect=false "
-        "with --apiserver-arg=--fencing=off, to see the guard stop a soak whose schedulers do not "
-        "coordinate)",
-    )
-    soak.add_argument(
-        "--apiserver-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="pass ARG to the API server (repeatable; e.g. --apiserver-arg=--fencing=off)",
-    )
-    soak.add_argument(
-        "--nodesim-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="pass ARG to the simulated nodes (repeatable; e.g. --nodesim-arg=--cpu=2)",
-    )
+    for component, to_whom, example in (
+        ("scheduler", "every scheduler replica", "--leader-elect=false"),
+        ("apiserver", "the API server", "--fencing=off"),
+        ("nodesim", "the simulated nodes", "--cpu=2"),
+    ):
+        soak.add_argument(
+            f"--{component}-arg",
+            action="append",
+            default=[],
+            metavar="ARG",
+            help=f"pass ARG to {to_whom}, after the soak's own flags (repeatable; e.g. "
+            f"--{component}-arg={example}): a soak with a property broken on purpose",
+        )
     return p
 
 
