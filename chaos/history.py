@@ -46,6 +46,7 @@ from chaos.etcd_history import ETCD_HISTORY_FILE, EtcdWrite, load_etcd_history
 from chaos.podtimeline import TIMELINE_FILE, PodStateRecord, read_timeline
 from kse.audit import AuditRecord, read_audit_logs
 from kse.client.informer import LIST, HistoryRecord
+from kse.fileio import write_atomic
 from kse.objects.meta import object_key  # re-exported (in __all__): the checkers' key
 from kse.records import APPLICATION_CODES, JsonlWriter, RpcErrorRecord, RpcErrorRecorder, read_jsonl
 from proto import kse_pb2 as pb
@@ -599,11 +600,8 @@ class ReplicaLife:
 
 
 def write_replica_lives(run_dir: Path, lives: Iterable[ReplicaLife]) -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / REPLICAS_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"lives": [asdict(x) for x in lives]}) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"lives": [asdict(x) for x in lives]}) + "\n")
     return path
 
 
@@ -618,11 +616,8 @@ def read_replica_lives(path: Path) -> list[ReplicaLife]:
 
 def write_origin(run_dir: Path, ts: float, what: str) -> Path:
     """Record the run's t=0 (`ORIGIN_FILE`), written whole or not at all."""
-    run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / ORIGIN_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"ts": ts, "what": what}) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"ts": ts, "what": what}) + "\n")
     return path
 
 
