@@ -184,15 +184,6 @@ class ProcessLife:
     ended_at: float | None = None
     exit_code: int | None = None
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "pid": self.pid,
-            "label": self.label,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "exit_code": self.exit_code,
-        }
-
 
 class ManagedProcess:
     """One child process with a log file, an optional ready file, and signal-based control.

@@ -42,8 +42,6 @@ class SchedulerProcess(ManagedProcess):
         self.unique_identity = unique_identity
         self.metrics_port = metrics_port
         self.identity = ""
-        self.identities: list[str] = []
-        self.pids: list[int] = []
         super().__init__(
             name,
             argv_for(name),
@@ -59,18 +57,21 @@ class SchedulerProcess(ManagedProcess):
 
     def command_line(self) -> list[str]:
         self.identity = self.new_identity()
-        self.identities.append(self.identity)
         self.argv = self._argv_for(self.identity)
         return list(self.argv)
 
     def life_label(self) -> str:
         return self.identity  # set by command_line(), just before the start
 
-    def start(self) -> ManagedProcess:
-        super().start()
-        if self.pid is not None:
-            self.pids.append(self.pid)
-        return self
+    @property
+    def identities(self) -> list[str]:
+        """The election identity of every start, oldest first."""
+        return [life.label for life in self.lives]
+
+    @property
+    def pids(self) -> list[int]:
+        """The pid of every start, oldest first."""
+        return [life.pid for life in self.lives]
 
 
 class ControllerManagerProcess(SchedulerProcess):
