@@ -242,8 +242,7 @@ class ResourcesService:
         if name == "Evict":  # the eviction names the budget it consulted, for the audit record
             verb = partial(self.registry.evict, notes=notes)
         gate = self.flowcontrol
-        seat: Seat = None
-        early = EARLY.get()
+        early = EARLY.get()  # a seat the HTTP door took before it read the body
         admitted, seat = early.take(name) if early is not None else (False, None)
         if gate is not None and not admitted:
             seat = await self.admit(name, ident, request)

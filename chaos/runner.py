@@ -453,7 +453,6 @@ class Drive:
         # Fed the runner's pod and node events as they come (`kse chaos soak` checks as it goes).
         self.guard = guard
         self.t0: float | None = None  # time.monotonic() at t=0 (the first leader elected)
-        self.origin_ts: float | None = None  # the same instant on the wall clock (`origin.json`)
         self.nemesis: Nemesis | None = None  # the run's, once it started (its `upgrades`)
         self.errors: list[str] = []
         self.round_results: list[RoundResult] = []
@@ -558,8 +557,8 @@ class Drive:
                 if self.deployments:
                     await self._start_workload(clientset)
                 self.say(f"leader {first} ({await backend.identity(first)}); t=0")
-                self.t0, self.origin_ts = time.monotonic(), time.time()
-                write_origin(chaos_dir, self.origin_ts, "the first leader elected")
+                self.t0 = time.monotonic()
+                write_origin(chaos_dir, time.time(), "the first leader elected")
                 await self.observer.started()
                 async with asyncio.TaskGroup() as tg:
                     tg.create_task(_run_schedule(nemesis, self.schedule, self.duration, self.errors))

@@ -209,26 +209,22 @@ class SoakOutcome:
 
 
 async def _snapshot_now(cluster: Any, drive: Any, chaos_dir: Path, say: Callable[[str], None]) -> None:
-    """The final snapshot of a run a violation stops, taken while the cluster still runs, so the
-    end-of-run checker judges the history so far as it judges a finished run's."""
+    """The final snapshot of a run a violation stops, taken while the cluster still runs (no
+    settling: the workload goes on), so the end-of-run checker judges the history so far as it
+    judges a finished run's."""
+    from chaos.cluster_setup import final_state
     from chaos.history import SNAPSHOT_FILE, write_snapshot
     from kse.client.errors import ApiError
 
-    cs = cluster.clientset
-    if cs is None:
+    if cluster.clientset is None:
         return
     try:
-        pods = await cs.pods.list_all("")
-        nodes = (await cs.nodes.list_all("")).items
+        pods, nodes, _, revision = await final_state(cluster.clientset, stop_workload=None, settle_s=0.0)
     except ApiError as e:
         say(f"no snapshot at the stop: {e}")
         return
     write_snapshot(
-        chaos_dir / SNAPSHOT_FILE,
-        pods.items,
-        nodes,
-        created=drive.created.values(),
-        pods_revision=int(pods.resource_version or 0),
+        chaos_dir / SNAPSHOT_FILE, pods, nodes, created=drive.created.values(), pods_revision=revision
     )
 
 

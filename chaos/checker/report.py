@@ -160,7 +160,6 @@ def plot_timeline(
     terms = lh.terms(lease)
     lanes_of = replica_lanes(history, [t.holder for t in terms])
     lane_names = list(dict.fromkeys(lanes_of.values()))
-    holders = list(lanes_of)  # every identity with a lane: holders, and standbys that never led
     rows = max(1, len(lane_names))
 
     lease_h = 1.2 + 0.5 * rows
@@ -193,7 +192,7 @@ def plot_timeline(
         ax_l.text(t.acquire_ts - t0, row - 0.33, f"#{t.transitions}", fontsize=7, va="bottom", ha="left")
     refused_x, refused_y, stale_x, stale_y = [], [], [], []
     for r in history.audit:
-        if r.fence is None or r.resource == "leases" or r.fence.holder not in holders:
+        if r.fence is None or r.resource == "leases" or r.fence.holder not in lanes_of:
             continue
         row = lane_names.index(lanes_of[r.fence.holder])
         if r.code == "FAILED_PRECONDITION":
