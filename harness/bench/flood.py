@@ -64,21 +64,37 @@ def flood_pod_name(prefix: str, i: int) -> str:
     return f"{prefix}-{i:0{NAME_DIGITS}d}"
 
 
-class CreateRequests:
-    """The serialized create of flood pod i, without building a protobuf per request: one template
-    serialized once, its fixed-width name patched in. The flood must cost its client far less
-    than it costs the server, or on a small machine the clients, not the server, set the pace."""
+class NamePatched:
+    """Request i of a flood, without building a message per request: `serialize(name)` runs once,
+    with a fixed-width placeholder name, and each request patches pod i's name into those bytes.
+    The flood must cost its client far less than it costs the server, or on a small machine the
+    clients, not the server, set the pace."""
 
-    def __init__(self, namespace: str, prefix: str) -> None:
+    def __init__(self, serialize: Callable[[str], bytes], prefix: str) -> None:
         placeholder = prefix + "-" + "#" * NAME_DIGITS
-        raw = pb.WriteRequest(object=pb.Object(pod=flood_pod(namespace, placeholder))).SerializeToString()
+        raw = serialize(placeholder)
         if raw.count(placeholder.encode()) != 1:
-            raise ValueError("the flood pod's name must appear once in its serialized create")
+            raise ValueError("the flood pod's name must appear once in its serialized request")
         self._head, self._tail = raw.split(placeholder.encode())
         self._prefix = (prefix + "-").encode()
 
     def __call__(self, i: int) -> bytes:
         return self._head + self._prefix + b"%0*d" % (NAME_DIGITS, i) + self._tail
+
+
+def create_requests(namespace: str, prefix: str) -> NamePatched:
+    """The serialized gRPC `WriteRequest` creating flood pod i."""
+    return NamePatched(
+        lambda name: pb.WriteRequest(object=pb.Object(pod=flood_pod(namespace, name))).SerializeToString(),
+        prefix,
+    )
+
+
+def pod_json_creates(namespace: str, prefix: str) -> NamePatched:
+    """The JSON body POSTed to create flood pod i over HTTP."""
+    return NamePatched(
+        lambda name: json_format.MessageToJson(flood_pod(namespace, name), indent=None).encode(), prefix
+    )
 
 
 def flood_pod(namespace: str, name: str) -> pb.Pod:
@@ -90,20 +106,6 @@ def flood_pod(namespace: str, name: str) -> pb.Pod:
     c.name, c.image = "app", "registry.k8s.io/pause:3.9"
     c.resources.requests["cpu"] = "10m"
     return pod
-
-
-class PodJsonCreates:
-    """The JSON body of flood pod i's create over HTTP, patched into one template (as
-    `CreateRequests` for gRPC)."""
-
-    def __init__(self, namespace: str, prefix: str) -> None:
-        placeholder = prefix + "-" + "#" * NAME_DIGITS
-        body = json_format.MessageToJson(flood_pod(namespace, placeholder), indent=None)
-        self._head, self._tail = body.encode().split(placeholder.encode())
-        self._prefix = (prefix + "-").encode()
-
-    def __call__(self, i: int) -> bytes:
-        return self._head + self._prefix + b"%0*d" % (NAME_DIGITS, i) + self._tail
 
 
 # HTTP statuses as the gRPC codes the overload report counts (kube-apiserver's mapping, reversed).
@@ -151,15 +153,45 @@ class _Pacer:
                 i += 1
 
 
+class _Tally:
+    """What one flood process saw: its `LoadResult`, the pods whose create was acknowledged, and
+    the first message of each error code; `write()` leaves the last two beside `acked_file`."""
+
+    def __init__(self, args: FloodArgs) -> None:
+        self.args = args
+        self.result = LoadResult()
+        self.result.errors = Counter()
+        self.acked: list[int] = []  # the indexes of the pods whose create was acknowledged
+        self.samples: dict[str, str] = {}
+
+    def is_list(self, i: int) -> bool:
+        every = self.args.list_every
+        return bool(every) and i % every == every - 1
+
+    def ok(self, i: int, started: float) -> None:
+        self.result.ok += 1
+        self.result.latencies.append(time.perf_counter() - started)
+        if not self.is_list(i):
+            self.acked.append(i)
+
+    def failed(self, code: str, detail: str) -> None:
+        self.result.failed += 1
+        self.result.errors[code] += 1
+        self.samples.setdefault(code, detail)
+
+    def write(self) -> LoadResult:
+        args = self.args
+        args.acked_file.write_text("".join(f"{flood_pod_name(args.name_prefix, i)}\n" for i in self.acked))
+        args.acked_file.with_suffix(".errors.json").write_text(json.dumps(self.samples))
+        return self.result
+
+
 async def flood(args: FloodArgs, gate: StartGate) -> LoadResult:
     if args.door == "http":
         return await _flood_http(args, gate)
-    result = LoadResult()
-    result.errors = Counter()
-    acked: list[int] = []  # the indexes of the pods whose create was acknowledged
-    samples: dict[str, str] = {}  # the first message of each error code
+    tally = _Tally(args)
     conn = ConnectionFile.for_identity(args.address, args.cert, args.key, args.ca)
-    creates = CreateRequests(args.namespace, args.name_prefix)
+    creates = create_requests(args.namespace, args.name_prefix)
     list_request = pb.ListRequest(resource="pods", namespace=args.namespace, limit=500).SerializeToString()
     async with secure_channel(conn) as channel:
         await asyncio.wait_for(channel.channel_ready(), 30)
@@ -169,29 +201,22 @@ async def flood(args: FloodArgs, gate: StartGate) -> LoadResult:
         pacer = _Pacer(args)
 
         async def one(i: int) -> None:
-            t0 = time.perf_counter()
+            started = time.perf_counter()
             try:
-                if args.list_every and i % args.list_every == args.list_every - 1:
+                if tally.is_list(i):
                     await list_pods(list_request, timeout=CALL_TIMEOUT_S)
                 else:
                     await create(creates(i), timeout=CALL_TIMEOUT_S)
-                    acked.append(i)
             except grpc.aio.AioRpcError as e:
-                result.failed += 1
-                code = e.code().name
-                result.errors[code] += 1
-                samples.setdefault(code, e.details() or "")
+                tally.failed(e.code().name, e.details() or "")
             else:
-                result.ok += 1
-                result.latencies.append(time.perf_counter() - t0)
+                tally.ok(i, started)
             finally:
                 pacer.done()
 
         await gate()
-        await pacer.run(result, one)
-    args.acked_file.write_text("".join(f"{flood_pod_name(args.name_prefix, i)}\n" for i in acked))
-    args.acked_file.with_suffix(".errors.json").write_text(json.dumps(samples))
-    return result
+        await pacer.run(tally.result, one)
+    return tally.write()
 
 
 async def _flood_http(args: FloodArgs, gate: StartGate) -> LoadResult:
@@ -202,12 +227,9 @@ async def _flood_http(args: FloodArgs, gate: StartGate) -> LoadResult:
 
     if args.http_address is None:
         raise ValueError("an HTTP flood needs the API server's http_address")
-    result = LoadResult()
-    result.errors = Counter()
-    acked: list[int] = []
-    samples: dict[str, str] = {}
+    tally = _Tally(args)
     target = HttpTarget(args.http_address, args.ca, args.cert, args.key)
-    creates = PodJsonCreates(args.namespace, args.name_prefix)
+    creates = pod_json_creates(args.namespace, args.name_prefix)
     pods_url = f"/api/v1/namespaces/{args.namespace}/pods"
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     async with session(target, args.http_connections) as http:
@@ -215,11 +237,10 @@ async def _flood_http(args: FloodArgs, gate: StartGate) -> LoadResult:
         pacer = _Pacer(args)
 
         async def one(i: int) -> None:
-            t0 = time.perf_counter()
-            listing = bool(args.list_every) and i % args.list_every == args.list_every - 1
+            started = time.perf_counter()
             try:
                 async with asyncio.timeout(CALL_TIMEOUT_S):
-                    if listing:
+                    if tally.is_list(i):
                         call = http.get(pods_url, params={"limit": "500"}, server_hostname=target.server_name)
                     else:
                         call = http.post(
@@ -229,25 +250,17 @@ async def _flood_http(args: FloodArgs, gate: StartGate) -> LoadResult:
                         body = await resp.read()
                         status = resp.status
             except TimeoutError:
-                code, detail = "DEADLINE_EXCEEDED", f"no answer within {CALL_TIMEOUT_S:g} s"
+                tally.failed("DEADLINE_EXCEEDED", f"no answer within {CALL_TIMEOUT_S:g} s")
             except aiohttp.ClientError as e:
-                code, detail = "UNAVAILABLE", f"{type(e).__name__}: {e}"
+                tally.failed("UNAVAILABLE", f"{type(e).__name__}: {e}")
             else:
                 if status < 300:
-                    result.ok += 1
-                    result.latencies.append(time.perf_counter() - t0)
-                    if not listing:
-                        acked.append(i)
-                    return
-                code, detail = http_code_name(status), body[:300].decode(errors="replace")
+                    tally.ok(i, started)
+                else:
+                    tally.failed(http_code_name(status), body[:300].decode(errors="replace"))
             finally:
                 pacer.done()
-            result.failed += 1
-            result.errors[code] += 1
-            samples.setdefault(code, detail)
 
         await gate()
-        await pacer.run(result, one)
-    args.acked_file.write_text("".join(f"{flood_pod_name(args.name_prefix, i)}\n" for i in acked))
-    args.acked_file.with_suffix(".errors.json").write_text(json.dumps(samples))
-    return result
+        await pacer.run(tally.result, one)
+    return tally.write()
