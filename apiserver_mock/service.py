@@ -34,7 +34,7 @@ from apiserver_mock.registry.reads import Reads
 from apiserver_mock.watchcache.watcher import WatchClosed
 from certs.identity import Identity
 from kse import failpoints
-from kse.etcdclient import CompactedError, EtcdOutcomeUnknownError, EtcdUnavailableError
+from kse.etcdclient import CompactedError, EtcdError, EtcdOutcomeUnknownError, EtcdUnavailableError
 from kse.tasks import TaskSet
 from proto import kse_pb2 as pb
 
@@ -179,7 +179,9 @@ class ResourcesService:
         self._verbs = self.verbs()
         # Every audited write runs as a task of this set, so one whose caller went away still has
         # an owner while it runs to its end (see `call`); a refused write is no task failure.
-        self._writes = TaskSet("apiserver-writes", logger=log, failure_level=logging.DEBUG)
+        self._writes = TaskSet(
+            "apiserver-writes", logger=log, failure_level=logging.DEBUG, expected=(EtcdError,)
+        )
 
     async def finish_writes(self, grace: float) -> None:
         """Let the writes whose callers went away end and record themselves (before the audit log

@@ -26,6 +26,8 @@ Failures never vanish: a task that raises is logged the moment it ends, with its
 `failure_level` (ERROR by default). Owners whose callers read every task's result (a race, or a
 shared future every caller awaits) pass a lower level so the error is not reported twice; the
 exception is still retrieved, so asyncio never prints "Task exception was never retrieved".
+Errors the owner expects in normal operation (`expected`, e.g. an etcd member down under a write)
+are logged without their traceback: a traceback in a log means a bug, and tests hold logs to that.
 `tests/unit/test_structured_concurrency.py` fails when a task is started any other way.
 """
 
@@ -51,11 +53,17 @@ class TaskSet:
     TaskGroup when the owner's caller should wait for the work or fail with it."""
 
     def __init__(
-        self, name: str, *, logger: logging.Logger | None = None, failure_level: int = logging.ERROR
+        self,
+        name: str,
+        *,
+        logger: logging.Logger | None = None,
+        failure_level: int = logging.ERROR,
+        expected: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.name = name
         self._log = logger or _log
         self._failure_level = failure_level
+        self._expected = expected
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self.failures = 0
@@ -80,13 +88,14 @@ class TaskSet:
         error = task.exception()  # retrieved here, so asyncio does not report it again at GC
         if error is not None:
             self.failures += 1
+            expected = isinstance(error, self._expected)
             self._log.log(
                 self._failure_level,
                 "%s: task %s failed: %r",
                 self.name,
                 task.get_name(),
                 error,
-                exc_info=(type(error), error, error.__traceback__),
+                exc_info=None if expected else (type(error), error, error.__traceback__),
             )
 
     @property

@@ -81,7 +81,9 @@ class WatchCache:
         # The shared progress-marker write outlives a caller that gives up on it, so the cache
         # owns it; run() closes this when it ends. Every caller awaits the write's result, so a
         # failure (etcd down) reaches them and is only logged at debug level here.
-        self._background = TaskSet(f"{kind.resource}-watch-cache", logger=log, failure_level=logging.DEBUG)
+        self._background = TaskSet(
+            f"{kind.resource}-watch-cache", logger=log, failure_level=logging.DEBUG, expected=(EtcdError,)
+        )
         self.relists = 0
 
     # ------------------------------------------------------------------ keys

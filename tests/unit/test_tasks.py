@@ -79,6 +79,28 @@ async def test_failure_level_for_owners_whose_callers_read_results(caplog: pytes
     assert [r.levelno for r in caplog.records if r.name == "test.tasks.quiet"] == [logging.DEBUG]
 
 
+async def test_an_expected_failure_is_logged_without_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """An etcd member down under a write is normal operation: logged, but no traceback (which means
+    a bug); any other error keeps its traceback."""
+
+    async def fail(error: Exception) -> None:
+        raise error
+
+    log = logging.getLogger("test.tasks.expected")
+    async with TaskSet(
+        "writes", logger=log, failure_level=logging.DEBUG, expected=(ConnectionError,)
+    ) as tasks:
+        with caplog.at_level(logging.DEBUG, logger="test.tasks.expected"):
+            for error in (ConnectionResetError("member down"), ValueError("a bug")):
+                await asyncio.wait([tasks.spawn(fail(error))])
+            await until(lambda: tasks.failures == 2, "both failures counted")
+    records = [r for r in caplog.records if r.name == "test.tasks.expected"]
+    assert [(("member down" in r.getMessage()), r.exc_info is not None) for r in records] == [
+        (True, False),
+        (False, True),
+    ]
+
+
 async def test_leaving_the_block_cancels_the_losers_of_a_race() -> None:
     async with TaskSet("race") as tasks:
         fast = tasks.spawn(asyncio.sleep(0, result="fast"))
