@@ -93,9 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="DIR",
-        help="write report.md, report.json, timeline.png, soak.json",
+        help="write report.md, report.json, timeline.png, soak.json, resources.json",
     )
     soak.add_argument("--keep", action="store_true", help="keep the data dir even when the soak passes")
+    soak.add_argument(
+        "--faults",
+        type=_fault_kinds,
+        default=None,
+        metavar="KIND,...",
+        help="inject only these fault kinds (default: all of leader-kill, zombie-leader, leaf-rotation, "
+        "ca-rotation, apiserver-restart, etcd-restart, partition)",
+    )
     for component, to_whom, example in (
         ("scheduler", "every scheduler replica", "--leader-elect=false"),
         ("apiserver", "the API server", "--fencing=off"),
@@ -110,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
             f"--{component}-arg={example}): a soak with a property broken on purpose",
         )
     return p
+
+
+def _fault_kinds(text: str) -> tuple[str, ...]:
+    from chaos.soak import soak_kinds
+
+    try:
+        return soak_kinds(tuple(k.strip() for k in text.split(",") if k.strip()))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def scenario_settings(s: Scenario, short: bool) -> dict[str, str]:
@@ -214,6 +231,7 @@ def _soak(args: argparse.Namespace) -> int:
             scheduler_args=tuple(args.scheduler_arg),
             apiserver_args=tuple(args.apiserver_arg),
             nodesim_args=tuple(args.nodesim_arg),
+            kinds=args.faults,
         )
 
     try:
@@ -225,6 +243,7 @@ def _soak(args: argparse.Namespace) -> int:
         print(f"kse chaos soak: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     from chaos.soak import SoakOutcome
+    from chaos.soak_resources import series_json
 
     assert isinstance(outcome, SoakOutcome)
     doc = outcome.to_json()
@@ -237,9 +256,14 @@ def _soak(args: argparse.Namespace) -> int:
             settings["apiserver args"] = " ".join(args.apiserver_arg)
         if args.nodesim_arg:
             settings["nodesim args"] = " ".join(args.nodesim_arg)
+        if args.faults is not None:
+            settings["faults"] = ",".join(args.faults)
         header = run_header("chaos soak", "soak", args.seed, settings)
         paths = write_report(outcome.run.result, outcome.run.history, args.report, run=header)
         (args.report / "soak.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        (args.report / "resources.json").write_text(
+            json.dumps(series_json(outcome.series)) + "\n", encoding="utf-8"
+        )
         print(f"[chaos] report: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
     if args.json:
         sys.stdout.write(json.dumps(doc) + "\n")

@@ -59,7 +59,7 @@ from chaos.scenario import (
     WaitSpec,
 )
 from chaos.soak_guard import SafetyGuard
-from chaos.soak_resources import LeakPolicy, ResourceSampler, judge_leaks
+from chaos.soak_resources import LeakPolicy, ProcessSeries, ResourceSampler, judge_leaks
 from harness.shape import ClusterShape, ElectionPlan
 from kse.tasks import TaskSet
 
@@ -69,6 +69,7 @@ __all__ = [
     "SoakOutcome",
     "run_soak",
     "soak_counts",
+    "soak_kinds",
     "soak_rounds",
     "soak_scenario",
 ]
@@ -101,12 +102,30 @@ ROTATION_STEP_S = 3.0
 SAMPLE_INTERVAL_S = 5.0
 
 
-def soak_counts(duration_s: float) -> dict[str, int]:
+def soak_kinds(kinds: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The fault kinds a soak injects, in `SOAK_RATES_PER_HOUR`'s order (None: all of them).
+
+    A subset answers one question at a time: without `apiserver-restart`, `etcd-restart` and
+    `ca-rotation` (which restarts etcd members), the API server and etcd live the whole soak, so
+    their memory is judged over all of it."""
+    if kinds is None:
+        return tuple(SOAK_RATES_PER_HOUR)
+    unknown = sorted(set(kinds) - set(SOAK_RATES_PER_HOUR))
+    if unknown:
+        raise ValueError(
+            f"unknown soak fault kind(s) {', '.join(unknown)}; known: {', '.join(SOAK_RATES_PER_HOUR)}"
+        )
+    if not kinds:
+        raise ValueError("a soak needs at least one fault kind")
+    return tuple(k for k in SOAK_RATES_PER_HOUR if k in kinds)
+
+
+def soak_counts(duration_s: float, kinds: tuple[str, ...] | None = None) -> dict[str, int]:
     """How many faults of each kind a soak of `duration_s` injects: its share of the hourly rate,
     rounded up, at least one."""
     if duration_s <= 0:
         raise ValueError(f"a soak needs a positive duration, got {duration_s:g}s")
-    return {k: max(1, math.ceil(rate * duration_s / 3600.0)) for k, rate in SOAK_RATES_PER_HOUR.items()}
+    return {k: max(1, math.ceil(SOAK_RATES_PER_HOUR[k] * duration_s / 3600.0)) for k in soak_kinds(kinds)}
 
 
 def _fault_steps(kind: str, election: ElectionPlan, rng: random.Random) -> list[Step]:
@@ -135,11 +154,16 @@ def _fault_steps(kind: str, election: ElectionPlan, rng: random.Random) -> list[
     raise ValueError(f"unknown soak fault kind {kind!r}")
 
 
-def soak_rounds(duration_s: float, seed: int, election: ElectionPlan = SOAK_ELECTION) -> tuple[Round, ...]:
+def soak_rounds(
+    duration_s: float,
+    seed: int,
+    election: ElectionPlan = SOAK_ELECTION,
+    kinds: tuple[str, ...] | None = None,
+) -> tuple[Round, ...]:
     """The soak's rounds: every kind's count, shuffled by `seed`, round i paced to start no earlier
     than i x duration / rounds. Labels are "<kind> <n>/<of kind>" (the fault counts read them)."""
     rng = random.Random(seed)
-    counts = soak_counts(duration_s)
+    counts = soak_counts(duration_s, kinds)
     bag = [(kind, i + 1) for kind, n in counts.items() for i in range(n)]
     rng.shuffle(bag)
     slot = duration_s / len(bag)
@@ -151,16 +175,16 @@ def soak_rounds(duration_s: float, seed: int, election: ElectionPlan = SOAK_ELEC
     return tuple(rounds)
 
 
-def soak_scenario(duration_s: float, seed: int) -> Scenario:
+def soak_scenario(duration_s: float, seed: int, kinds: tuple[str, ...] | None = None) -> Scenario:
     """The soak as a scenario the chaos runner drives: no timed faults, the paced rounds."""
-    counts = soak_counts(duration_s)
+    counts = soak_counts(duration_s, kinds)
     return Scenario(
         name="soak",
         duration=duration_s,
         cluster=SOAK_CLUSTER,
         checks=SOAK_CHECKS,
         description=f"soak for {duration_s:g}s: " + ", ".join(f"{n} {k}" for k, n in counts.items()),
-        rounds=soak_rounds(duration_s, seed),
+        rounds=soak_rounds(duration_s, seed, kinds=kinds),
         controller_managers=2,
         deployments=SOAK_DEPLOYMENTS,
     )
@@ -180,6 +204,7 @@ class SoakOutcome:
     planned_counts: dict[str, int]
     data_dir: Path | None = None
     errors: list[str] = field(default_factory=list)
+    series: list[ProcessSeries] = field(default_factory=list)  # every sample, for `--report`
 
     @property
     def passed(self) -> bool:
@@ -228,13 +253,13 @@ async def _snapshot_now(cluster: Any, drive: Any, chaos_dir: Path, say: Callable
     )
 
 
-def _injected_counts(drive: Any) -> dict[str, int]:
+def _injected_counts(drive: Any, kinds: tuple[str, ...]) -> dict[str, int]:
     """Faults that went in, by soak kind: rounds whose fault step was reached and not refused."""
     out: Counter[str] = Counter()
     for result in drive.round_results:
         if result.faults:
             out[result.label.split(" ", 1)[0]] += 1
-    return {k: out.get(k, 0) for k in SOAK_RATES_PER_HOUR}
+    return {k: out.get(k, 0) for k in kinds}
 
 
 async def run_soak(
@@ -247,12 +272,14 @@ async def run_soak(
     scheduler_args: tuple[str, ...] = (),
     apiserver_args: tuple[str, ...] = (),
     nodesim_args: tuple[str, ...] = (),
+    kinds: tuple[str, ...] | None = None,
 ) -> SoakOutcome:
     """Run one soak on a fresh local cluster (a temp dir, kept with `keep` or when the soak fails).
 
     `scheduler_args` / `apiserver_args` / `nodesim_args` go to every scheduler replica / the API
     server / the simulated nodes after the soak's own: a soak can be run with a property broken on
-    purpose (schedulers that do not elect a leader, fencing off), which the guard must catch."""
+    purpose (schedulers that do not elect a leader, fencing off), which the guard must catch.
+    `kinds` limits the faults to those kinds (None: all; see `soak_kinds`)."""
     from chaos.runner import (
         Drive,
         RunOutcome,
@@ -263,7 +290,8 @@ async def run_soak(
     )
     from harness.up import Cluster, ClusterPlan
 
-    scenario = soak_scenario(duration_s, seed)
+    kinds = soak_kinds(kinds)
+    scenario = soak_scenario(duration_s, seed, kinds)
     tmp = Path(tempfile.mkdtemp(prefix="kse-chaos-soak-"))
     data_dir = tmp / "kse"
     kwargs = scenario_plan_kwargs(scenario, seed, data_dir / "run")
@@ -277,7 +305,7 @@ async def run_soak(
     guard = SafetyGuard()
     drive.guard = guard
     sampler = ResourceSampler(lambda: cluster.pids, SAMPLE_INTERVAL_S)
-    counts = soak_counts(duration_s)
+    counts = soak_counts(duration_s, kinds)
     say(
         f"soak: {duration_s:g}s, seed {seed}, {len(scenario.rounds)} faults ("
         + ", ".join(f"{n} {k}" for k, n in counts.items())
@@ -318,10 +346,11 @@ async def run_soak(
         outcome_run,
         None if guard.violation is None else f"{guard.violation.check}: {guard.violation.detail}",
         resources,
-        _injected_counts(drive),
+        _injected_counts(drive, kinds),
         counts,
         data_dir=tmp,
         errors=list(drive.errors),
+        series=list(sampler.series.values()),
     )
     if outcome.passed and not keep:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.procs.proctable import rss_mib
 
-__all__ = ["LeakPolicy", "ProcessSeries", "ResourceSampler", "fd_count", "judge_leaks"]
+__all__ = ["LeakPolicy", "ProcessSeries", "ResourceSampler", "fd_count", "judge_leaks", "series_json"]
 
 
 def fd_count(pid: int) -> int | None:
@@ -51,6 +51,20 @@ class LeakPolicy:
     rss_slack: float = 0.25
     rss_floor_mib: float = 30.0
     fd_slack: int = 32
+
+
+def series_json(series: list[ProcessSeries]) -> list[dict[str, Any]]:
+    """Every sample of every process, for a person or a plot to tell warm-up from a leak:
+    [{"name", "pid", "judge_rss", "samples": [[t_s, rss_mib, fds], ...]}]."""
+    return [
+        {
+            "name": s.name,
+            "pid": s.pid,
+            "judge_rss": s.judge_rss,
+            "samples": [[t, round(rss, 2), fds] for t, rss, fds in s.samples],
+        }
+        for s in series
+    ]
 
 
 def _thirds(values: list[float]) -> tuple[float, float]:

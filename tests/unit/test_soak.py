@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from chaos.scenario import FaultSpec, WaitSpec
-from chaos.soak import SOAK_RATES_PER_HOUR, soak_counts, soak_rounds, soak_scenario
+from chaos.soak import SOAK_RATES_PER_HOUR, soak_counts, soak_kinds, soak_rounds, soak_scenario
 from chaos.soak_guard import SafetyGuard
-from chaos.soak_resources import LeakPolicy, ProcessSeries, judge_leaks
+from chaos.soak_resources import LeakPolicy, ProcessSeries, judge_leaks, series_json
 from proto import kse_pb2 as pb
 
 # ------------------------------------------------------------------------------------------ plan
@@ -43,6 +43,21 @@ def test_rounds_are_seeded_paced_over_the_duration_and_each_ends_in_its_recovery
         if kind == "zombie-leader":
             # the held-back writes must outlive the lease, or nothing exercises the fence
             assert fault.mode == "delay-up" and (fault.delay or 0) > 4.0 and fault.until == "new-leader"
+
+
+def test_a_soak_of_some_kinds_injects_only_those() -> None:
+    """`--faults`: without the restarts, the API server and etcd live the whole soak."""
+    kinds = soak_kinds(("partition", "leader-kill"))
+    assert kinds == ("leader-kill", "partition")  # the table's order, whatever the caller's
+    assert soak_counts(3600, kinds) == {"leader-kill": 100, "partition": 10}
+    rounds = soak_rounds(600, seed=3, kinds=kinds)
+    assert {r.label.split(" ")[0] for r in rounds} == set(kinds)
+    assert len(rounds) == sum(soak_counts(600, kinds).values())
+    assert soak_kinds(None) == tuple(SOAK_RATES_PER_HOUR)
+    with pytest.raises(ValueError, match="unknown soak fault kind.*apiserver-crash.*known: leader-kill"):
+        soak_kinds(("leader-kill", "apiserver-crash"))
+    with pytest.raises(ValueError, match="at least one fault kind"):
+        soak_kinds(())
 
 
 def test_the_soak_scenario_has_a_three_member_etcd_and_partition_proxies() -> None:
@@ -193,3 +208,15 @@ def test_the_summary_for_people_names_every_fault_invariant_and_process() -> Non
     assert "leader-kill 4/5" in text and "| continuous_safety | NO | pod default/p moved |" in text
     assert "| etcd-0 | 7 | 3 | 30/31/32 | 20/21 | not judged (short-lived) |" in text
     assert "error: leader-kill 5/5: no new leader" in text and "/tmp/kse-chaos-soak-x" in text
+
+
+def test_every_sample_is_kept_for_the_report() -> None:
+    s = ProcessSeries("kube-apiserver", 42, [(0.0, 80.123, 30), (5.0, 81.0, 31)])
+    assert series_json([s]) == [
+        {
+            "name": "kube-apiserver",
+            "pid": 42,
+            "judge_rss": True,
+            "samples": [[0.0, 80.12, 30], [5.0, 81.0, 31]],
+        }
+    ]
