@@ -4,14 +4,16 @@ The ring covers the revisions (floor, newest]: every change of this resource at 
 range is in it, so a watch from any resourceVersion >= floor can be replayed exactly. Capacity is
 counted in events; when exceeded, whole revisions are dropped from the old end and `floor` moves
 up to the newest dropped revision. Storage is a list with a moving start index (compacted when
-half of it is garbage), so append, drop and the bisect of `since()` are all cheap.
+half of it is garbage), so append, drop and the bisect of `since()` are all cheap. A dropped slot
+lets go of its group at once, so the ring holds `capacity` events' objects, not up to twice that
+until the next compaction of the list.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 
 class Revisioned(Protocol):
@@ -37,7 +39,7 @@ class EventRing(Generic[G]):
             raise ValueError(f"ring capacity must be >= 1, got {capacity}")
         self.capacity = capacity
         self.floor = floor
-        self._groups: list[G] = []
+        self._groups: list[G | None] = []  # None: dropped, before `_start`
         self._revs: list[int] = []
         self._start = 0
         self._events = 0
@@ -81,7 +83,9 @@ class EventRing(Generic[G]):
 
     def _drop_oldest(self) -> None:
         group = self._groups[self._start]
+        assert group is not None
         self._events -= len(group)
+        self._groups[self._start] = None
         self.floor = self._revs[self._start]
         self._start += 1
         if self._start > 64 and self._start * 2 > len(self._groups):
@@ -94,4 +98,4 @@ class EventRing(Generic[G]):
         if revision < self.floor:
             raise TooOld(revision, self.floor)
         i = bisect.bisect_right(self._revs, revision, lo=self._start)
-        return self._groups[i:]
+        return cast("list[G]", self._groups[i:])  # i >= _start: no dropped slot

@@ -91,3 +91,20 @@ def test_reset():
     assert len(ring) == 0 and ring.floor == 40 and ring.newest == 40
     ring.append(G(41))
     assert revs(ring.since(40)) == [41]
+
+
+def test_a_dropped_revision_is_let_go_at_once() -> None:
+    """The ring holds `capacity` events' objects, not up to twice that until its list is compacted."""
+    import gc
+    import weakref
+
+    ring: EventRing[G] = EventRing(capacity=10)
+    refs = []
+    for rev in range(1, 31):
+        group = G(rev)
+        refs.append(weakref.ref(group))
+        ring.append(group)
+    gc.collect()
+    alive = [r() for r in refs if r() is not None]
+    assert [g.revision for g in alive] == list(range(21, 31))
+    assert revs(ring.since(25)) == [26, 27, 28, 29, 30]
