@@ -48,7 +48,9 @@ WatchRequest: Any = rpc_pb2.WatchRequest
 WatchCreateRequest: Any = rpc_pb2.WatchCreateRequest
 WatchCancelRequest: Any = rpc_pb2.WatchCancelRequest
 WatchProgressRequest: Any = rpc_pb2.WatchProgressRequest
+LeaseGrantRequest: Any = rpc_pb2.LeaseGrantRequest
 
 KVStub: Any = rpc_pb2_grpc.KVStub
 WatchStub: Any = rpc_pb2_grpc.WatchStub
 MaintenanceStub: Any = rpc_pb2_grpc.MaintenanceStub
+LeaseStub: Any = rpc_pb2_grpc.LeaseStub

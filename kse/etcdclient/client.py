@@ -89,8 +89,8 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 64 * 2**20
 DEFAULT_TIMEOUT: Final = 5.0
 
 # Indexes into _Endpoint.calls.
-_RANGE, _PUT, _DELETE, _TXN, _COMPACT, _STATUS = range(6)
-_METHOD_NAMES: Final = ("Range", "Put", "DeleteRange", "Txn", "Compact", "Status")
+_RANGE, _PUT, _DELETE, _TXN, _COMPACT, _STATUS, _LEASE_GRANT = range(7)
+_METHOD_NAMES: Final = ("Range", "Put", "DeleteRange", "Txn", "Compact", "Status", "LeaseGrant")
 
 _BACKOFF_START: Final = 0.025
 _BACKOFF_MAX: Final = 0.5
@@ -164,6 +164,7 @@ class _Endpoint:
             kv.Txn,
             kv.Compact,
             maintenance.Status,
+            pb.LeaseStub(channel).LeaseGrant,
         )
         self.watch: Any = pb.WatchStub(channel).Watch
         self.version: str | None = None  # etcd server version, learned from Status
@@ -528,7 +529,7 @@ class EtcdClient:
             return None, resp.header.revision
         kv = kvs[0]
         return KeyValue(
-            kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version
+            kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease
         ), resp.header.revision
 
     async def range(
@@ -565,6 +566,15 @@ class EtcdClient:
         whose only use is its revision): then it is retried like a read."""
         resp = await self._unary(_PUT, pb.PutRequest(key=key, value=value), repeatable)
         return int(resp.header.revision)
+
+    async def grant_lease(self, ttl_s: int) -> tuple[int, int]:
+        """A new etcd lease of `ttl_s` seconds: (its ID, the TTL etcd granted). Keys put with it
+        are deleted by etcd when it expires. Retried like a read: a grant sent twice leaves one
+        lease nobody uses, which expires by itself."""
+        resp = await self._unary(_LEASE_GRANT, pb.LeaseGrantRequest(TTL=ttl_s), True)
+        if resp.error:
+            raise EtcdError(f"etcd LeaseGrant: {resp.error}")
+        return int(resp.ID), int(resp.TTL)
 
     async def delete(self, key: bytes, *, range_end: bytes | None = None) -> int:
         """Delete `key` (or [key, range_end)); returns the store revision after it (a new revision only

@@ -23,6 +23,7 @@ class KeyValue:
     create_revision: int
     mod_revision: int
     version: int
+    lease: int = 0  # the etcd lease it is attached to (0: none); etcd deletes it when that expires
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,13 +103,16 @@ def prefix_range_end(prefix: bytes) -> bytes:
 
 def kv_from_pb(kv: Any) -> KeyValue:
     """mvccpb.KeyValue -> KeyValue."""
-    return KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version)
+    return KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
 
 
 def range_result_from_pb(resp: Any) -> RangeResult:
     """etcdserverpb.RangeResponse -> RangeResult."""
     return RangeResult(
-        [KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version) for kv in resp.kvs],
+        [
+            KeyValue(kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease)
+            for kv in resp.kvs
+        ],
         resp.header.revision,
         resp.more,
         resp.count,
@@ -230,9 +234,11 @@ class Op:
         )
 
     @staticmethod
-    def put(key: bytes, value: bytes, prev_kv: bool = False) -> Op:
-        """Write `key`; with prev_kv its result is the previous KeyValue (None if it did not exist)."""
-        return Op("put", pb.RequestOp(request_put=pb.PutRequest(key=key, value=value, prev_kv=prev_kv)))
+    def put(key: bytes, value: bytes, prev_kv: bool = False, *, lease: int = 0) -> Op:
+        """Write `key`; with prev_kv its result is the previous KeyValue (None if it did not exist).
+        With a `lease` (an ID from `EtcdClient.grant_lease`), etcd deletes the key when it expires."""
+        request = pb.PutRequest(key=key, value=value, prev_kv=prev_kv, lease=lease)
+        return Op("put", pb.RequestOp(request_put=request))
 
     @staticmethod
     def delete(key: bytes, prev_kv: bool = False, *, range_end: bytes | None = None) -> Op:

@@ -460,8 +460,15 @@ class Watch:
             batch.append(
                 WatchEvent(
                     "DELETE" if ev.type == pb.EVENT_DELETE else "PUT",
-                    KeyValue(kv.key, kv.value, kv.create_revision, rev, kv.version),
-                    KeyValue(prev.key, prev.value, prev.create_revision, prev.mod_revision, prev.version)
+                    KeyValue(kv.key, kv.value, kv.create_revision, rev, kv.version, kv.lease),
+                    KeyValue(
+                        prev.key,
+                        prev.value,
+                        prev.create_revision,
+                        prev.mod_revision,
+                        prev.version,
+                        prev.lease,
+                    )
                     if prev.mod_revision
                     else None,
                 )
