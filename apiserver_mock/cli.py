@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -74,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="the interval of compaction requests, as kube-apiserver's (each compacts etcd to the "
         "revision of one interval before); 0 disables them (default: 5m)",
+    )
+    etcd.add_argument(
+        "--event-ttl",
+        action=DurationFlag,
+        default=3600.0,
+        metavar="DURATION",
+        help="how long Events are kept after their last write, as kube-apiserver's: etcd deletes "
+        "them through a lease; 0 keeps them until deleted (default: 1h)",
     )
     srv = p.add_argument_group("serving")
     srv.add_argument(
@@ -292,6 +301,7 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         watch_send_timeout=args.watch_send_timeout,
         max_connection_age=args.max_connection_age,
         etcd_compaction_interval=args.etcd_compaction_interval,
+        event_ttl_s=math.ceil(args.event_ttl),
         fencing=args.fencing == "on",
         require_fence_for=tuple(dict.fromkeys(u for u in args.require_fence_for if u)),
         audit_log=args.audit_log,

@@ -34,6 +34,7 @@ from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
 from apiserver_mock.storage import Store
+from apiserver_mock.storage.leases import LeaseManager
 from apiserver_mock.systemnamespaces import RESYNC_INTERVAL_S, keep_system_namespaces
 from apiserver_mock.systemnamespaces import ensure_once as ensure_system_namespaces
 from apiserver_mock.watchcache.cache import WatchCache
@@ -80,6 +81,9 @@ class ServerConfig:
     # The Kubernetes HTTP API (apiserver_mock.http) on this HOST:PORT; None: gRPC only.
     http_listen: str | None = None
     http_max_inflight: int = 400
+    # Seconds an Event lives after its last write (kube-apiserver's --event-ttl, 1 h); etcd deletes
+    # it through a lease (apiserver_mock.storage.leases). 0: Events live until deleted.
+    event_ttl_s: int = 3600
     # Freeze the watch cache's objects out of full GC collections (kse.gctuning).
     gc_freeze: bool = False
     # The overload gate (apiserver_mock.flowcontrol): API Priority and Fairness by default.
@@ -235,7 +239,15 @@ class APIServer:
             self._spawn(cache.run(), name=f"watchcache-{cache.kind.resource}")
         store = Store(self.etcd)
         fencer = Fencer(self.caches["lease"], store, enabled=cfg.fencing, require_for=cfg.require_fence_for)
-        registry = Registry(store, self.caches, Authorizer(), prefix, fencer)
+        registry = Registry(
+            store,
+            self.caches,
+            Authorizer(),
+            prefix,
+            fencer,
+            ttls={"events": cfg.event_ttl_s},
+            leases=LeaseManager(self.etcd),
+        )
         if cfg.audit_log is not None:
             self.audit = AuditLog(
                 cfg.audit_log, max_size_bytes=cfg.audit_log_max_bytes, max_backups=cfg.audit_log_max_backups

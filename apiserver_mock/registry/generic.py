@@ -30,6 +30,7 @@ from apiserver_mock.registry.strategy import (
     generate_name,
 )
 from apiserver_mock.storage import Store, WriteResult
+from apiserver_mock.storage.leases import LeaseManager
 from apiserver_mock.validation import validate_binding, validate_object, validate_update
 from apiserver_mock.validation.field import FieldErrors
 from apiserver_mock.watchcache.cache import WatchCache
@@ -87,12 +88,30 @@ class Registry:
         authz: Authorizer,
         prefix: bytes,
         fencer: Fencer | None = None,
+        *,
+        ttls: dict[str, int] | None = None,
+        leases: LeaseManager | None = None,
     ) -> None:
+        """`ttls`: seconds objects of a resource live after their last write ("events":
+        `--event-ttl`), through etcd leases from `leases`."""
         self.store = store
         self.caches = caches
         self.authz = authz
         self.prefix = prefix
         self.fencer = fencer or Fencer(caches["lease"], store)
+        self.ttls = {r: t for r, t in (ttls or {}).items() if t > 0}
+        if self.ttls and leases is None:
+            raise ValueError("objects with a TTL need a LeaseManager")
+        self.leases = leases
+
+    async def _lease(self, kind: Kind) -> int:
+        """The etcd lease a write of `kind` carries (0: it lives until deleted). Upstream sets the
+        TTL on every create and update of an Event, so an Event lives `--event-ttl` past its last
+        write (pkg/registry/core/event/storage/storage.go, TTLFunc)."""
+        ttl = self.ttls.get(kind.resource)
+        if ttl is None or self.leases is None:
+            return 0
+        return await self.leases.lease_for(ttl)
 
     # ------------------------------------------------------------------ helpers
 
@@ -201,7 +220,8 @@ class Registry:
         guard = await self.guard(ident, req.fence, kind, "", meta.name)
         if req.dry_run:
             return wire.object_wire(kind, value), cache.revision
-        res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard)
+        lease = await self._lease(kind) if kind.resource in self.ttls else 0  # no await on the hot path
+        res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard, lease=lease)
         # A generated name that is taken is drawn again, as upstream's store does
         # (k8s.io/apiserver/pkg/registry/generic/registry/store.go, createWithGenerateNameRetry).
         for _ in range(MAX_NAME_GENERATION_ATTEMPTS - 1):
@@ -210,7 +230,7 @@ class Registry:
             self.check_guard(guard, res)  # a fence that failed is reported, not retried
             meta.name = generate_name(meta.generate_name)
             value = msg.SerializeToString()
-            res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard)
+            res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard, lease=lease)
         if not res.succeeded:
             self.check_guard(guard, res)
             if res.current is None:  # only the fence's Lease moved, MAX_LEASE_RENEWALS times
@@ -251,7 +271,8 @@ class Registry:
             value = new.SerializeToString()
             if req.dry_run:
                 return wire.object_wire(kind, value, base.revision), base.revision
-            res = await self.store.update(key, value, base.revision, guard)
+            lease = await self._lease(kind) if kind.resource in self.ttls else 0
+            res = await self.store.update(key, value, base.revision, guard, lease=lease)
             if res.succeeded:
                 return wire.object_wire(kind, value, res.revision), res.revision
             self.check_guard(guard, res)

@@ -122,16 +122,20 @@ class Store:
         res = await self.etcd.range(key, None, count_only=True)
         return res.revision
 
-    async def create(self, key: bytes, value: bytes, guard: Guard = NO_GUARD) -> WriteResult:
-        """Put `key` if it does not exist (and the guard holds)."""
-        return await self._txn(Compare.version(key) == 0, Op.put(key, value), key, 0, guard, value)
+    async def create(
+        self, key: bytes, value: bytes, guard: Guard = NO_GUARD, *, lease: int = 0
+    ) -> WriteResult:
+        """Put `key` if it does not exist (and the guard holds); with a `lease`, etcd deletes it
+        when that expires (`apiserver_mock.storage.leases`)."""
+        op = Op.put(key, value, lease=lease)
+        return await self._txn(Compare.version(key) == 0, op, key, 0, guard, value)
 
     async def update(
-        self, key: bytes, value: bytes, mod_revision: int, guard: Guard = NO_GUARD
+        self, key: bytes, value: bytes, mod_revision: int, guard: Guard = NO_GUARD, *, lease: int = 0
     ) -> WriteResult:
         """Put `key` if nobody wrote it since `mod_revision` (and the guard holds)."""
         compare = Compare.mod_revision(key) == mod_revision
-        return await self._txn(compare, Op.put(key, value), key, mod_revision, guard, value)
+        return await self._txn(compare, Op.put(key, value, lease=lease), key, mod_revision, guard, value)
 
     async def delete(self, key: bytes, mod_revision: int, guard: Guard = NO_GUARD) -> WriteResult:
         """Delete `key` if nobody wrote it since `mod_revision` (and the guard holds)."""

@@ -3,6 +3,8 @@
     lost        an accepted write (audit code OK, revision R) with no etcd event for its key at R
     unaudited   an etcd event with no audit record at its revision (for its key, or, for a
                 multi-key transaction such as an eviction, for another key of the same revision)
+    expired     a DELETE etcd made itself when the key's lease ran out (an Event past
+                `--event-ttl`): no request made it, so no audit record is expected; counted only
 
 A lost write always fails the check (an acknowledged write that etcd does not have). An unaudited
 one fails it unless the API server was being killed or restarted then (a crash between etcd's
@@ -63,13 +65,15 @@ def audit_matches_etcd(history: History, etcd_writes: list[EtcdWrite] | None = N
                         "revision": rev,
                     }
                 )
-    unaudited = [
+    unseen = [
         w
         for w in writes
         if w.resource
         and _key(w.resource, w.namespace, w.name) not in audited.get(w.revision, set())
         and not audited.get(w.revision)
     ]
+    expired = [w for w in unseen if w.type == "DELETE" and w.lease]
+    unaudited = [w for w in unseen if not (w.type == "DELETE" and w.lease)]
     crashed = _apiserver_crashed(history)
     if not crashed:
         for w in unaudited[:EXAMPLES]:
@@ -85,6 +89,7 @@ def audit_matches_etcd(history: History, etcd_writes: list[EtcdWrite] | None = N
     detail = (
         f"{len(writes)} etcd events, {len(accepted)} accepted writes audited: {lost} lost, "
         f"{len(unaudited)} unaudited"
+        + (f", {len(expired)} expired by their lease (Events past --event-ttl)" if expired else "")
         + (" (the API server was killed or restarted: allowed)" if crashed and unaudited else "")
     )
     return InvariantResult(
@@ -92,5 +97,11 @@ def audit_matches_etcd(history: History, etcd_writes: list[EtcdWrite] | None = N
         not failed,
         detail,
         violations,
-        {"etcd_events": len(writes), "accepted": len(accepted), "lost": lost, "unaudited": len(unaudited)},
+        {
+            "etcd_events": len(writes),
+            "accepted": len(accepted),
+            "lost": lost,
+            "unaudited": len(unaudited),
+            "expired": len(expired),
+        },
     )

@@ -45,6 +45,25 @@ def test_a_write_the_log_never_mentions_fails_unless_the_apiserver_was_killed() 
     assert result.passed and result.counts["unaudited"] == 1
 
 
+def test_a_delete_etcd_made_when_a_lease_expired_is_counted_not_failed() -> None:
+    """An Event past --event-ttl is deleted by etcd itself: no request, so no audit line. Only a
+    DELETE of a key that had a lease is excused: the same DELETE without one still fails."""
+    event = [
+        EtcdWrite(5, "PUT", "events", "default", "e", lease=7),
+        EtcdWrite(9, "DELETE", "events", "default", "e", lease=7),
+    ]
+    h = History(audit=[AuditRecord(ts=5.0, user="u", verb="create", resource="events", namespace="default",
+                                   name="e", code="OK", revision=5)], etcd_writes=event)  # fmt: skip
+    result = audit_matches_etcd(h)
+    assert result.passed and (result.counts["expired"], result.counts["unaudited"]) == (1, 0)
+    assert "1 expired by their lease" in result.detail
+    unleased = History(
+        audit=h.audit, etcd_writes=[event[0], EtcdWrite(9, "DELETE", "events", "default", "e")]
+    )
+    result = audit_matches_etcd(unleased)
+    assert not result.passed and result.counts["unaudited"] == 1
+
+
 def test_a_multi_key_transaction_is_audited_by_one_of_its_keys() -> None:
     # An eviction: the PDB's status and the pod's deletion in one revision, audited as the pod's.
     writes = [put("a", 5), EtcdWrite(6, "PUT", "poddisruptionbudgets", "default", "web"), put("a", 6)]
