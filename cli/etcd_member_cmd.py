@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness.procs.etcd import SNAPSHOT_COUNT
 from kse.durations import PositiveDuration
 from kse.flags.argtypes import port
 
@@ -160,6 +161,7 @@ def member_argv(args: argparse.Namespace, binary: str) -> list[str]:
         f"--initial-cluster-token={args.initial_cluster_token}",
         "--logger=zap",
         f"--log-level={args.log_level}",
+        f"--snapshot-count={SNAPSHOT_COUNT}",
         f"--experimental-watch-progress-notify-interval={int(args.progress_notify_interval * 1000)}ms",
     ]
     if args.fast:
