@@ -54,7 +54,7 @@ def test_a_soak_of_some_kinds_injects_only_those() -> None:
     assert {r.label.split(" ")[0] for r in rounds} == set(kinds)
     assert len(rounds) == sum(soak_counts(600, kinds).values())
     assert soak_kinds(None) == tuple(SOAK_RATES_PER_HOUR)
-    with pytest.raises(ValueError, match="unknown soak fault kind.*apiserver-crash.*known: leader-kill"):
+    with pytest.raises(ValueError, match=r"unknown soak fault kind.*apiserver-crash.*known: leader-kill"):
         soak_kinds(("leader-kill", "apiserver-crash"))
     with pytest.raises(ValueError, match="at least one fault kind"):
         soak_kinds(())
