@@ -52,10 +52,11 @@ class ProcessSeries:
     judge_rss: bool = True
 
 
-# The API server's warm-up: after a start its watch caches (10,000 events per resource) and the HTTP
-# door's JSON cache (20,000 texts) fill from empty, bounded by count. Measured in the one-hour soak
-# (seed 1, 10 pods/s): each of its pids rose about 19 MiB a minute from about 90 MiB and levelled
-# off at about 175 MiB after 4 to 5 minutes; the one that lived 21 minutes ended at 189 MiB.
+# The API server's warm-up: after a start its count-bounded caches (the watch caches' 10,000
+# events per resource, the HTTP door's 20,000 JSON texts) fill from empty (the likely cause, not
+# profiled). Measured in the one-hour soak (seed 1, 10 pods/s): each of its pids rose about 19 MiB
+# a minute from about 90 MiB and levelled off at about 175 MiB after 4 to 5 minutes; the one that
+# lived 21 minutes ended at 189 MiB.
 APISERVER_WARMUP_S = 300.0
 
 
