@@ -74,7 +74,7 @@ class LeakPolicy:
         return dict(self.warmup_by_name).get(name, self.warmup_s)
 
     def describe_warmups(self) -> str:
-        """ "60 s; apiserver 300 s": the warm-ups the verdict used, for its one-line detail."""
+        """The warm-ups the verdict used (e.g. `60 s; apiserver 300 s`), for its one-line detail."""
         parts = [f"{self.warmup_s:g} s"] + [f"{n} {w:g} s" for n, w in self.warmup_by_name]
         return "; ".join(parts)
 
