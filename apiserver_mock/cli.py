@@ -84,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long Events are kept after their last write, as kube-apiserver's: etcd deletes "
         "them through a lease; 0 keeps them until deleted (default: 1h)",
     )
+    etcd.add_argument(
+        "--group-commit-inflight",
+        type=int,
+        default=2,
+        metavar="N",
+        help="binds and creates in flight at once are coalesced into batch etcd transactions, each "
+        "write keeping its own compare, with at most N batches in flight; 0 sends every write as "
+        "its own transaction (default: %(default)s)",
+    )
     srv = p.add_argument_group("serving")
     srv.add_argument(
         "--listen",
@@ -302,6 +311,7 @@ def config_from_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Se
         max_connection_age=args.max_connection_age,
         etcd_compaction_interval=args.etcd_compaction_interval,
         event_ttl_s=math.ceil(args.event_ttl),
+        group_commit_inflight=max(0, args.group_commit_inflight),
         fencing=args.fencing == "on",
         require_fence_for=tuple(dict.fromkeys(u for u in args.require_fence_for if u)),
         audit_log=args.audit_log,

@@ -34,6 +34,7 @@ from apiserver_mock.http.server import HTTPFrontDoor
 from apiserver_mock.registry import Registry
 from apiserver_mock.service import SERVICE, ResourcesService
 from apiserver_mock.storage import Store
+from apiserver_mock.storage.groupcommit import GroupCommitter
 from apiserver_mock.storage.leases import LeaseManager
 from apiserver_mock.systemnamespaces import RESYNC_INTERVAL_S, keep_system_namespaces
 from apiserver_mock.systemnamespaces import ensure_once as ensure_system_namespaces
@@ -84,6 +85,9 @@ class ServerConfig:
     # Seconds an Event lives after its last write (kube-apiserver's --event-ttl, 1 h); etcd deletes
     # it through a lease (apiserver_mock.storage.leases). 0: Events live until deleted.
     event_ttl_s: int = 3600
+    # Batch txns in flight at once for group-committed writes (binds and creates,
+    # apiserver_mock.storage.groupcommit); 0: every write is its own txn.
+    group_commit_inflight: int = 2
     # Freeze the watch cache's objects out of full GC collections (kse.gctuning).
     gc_freeze: bool = False
     # The overload gate (apiserver_mock.flowcontrol): API Priority and Fairness by default.
@@ -187,6 +191,7 @@ class APIServer:
         self._service: ResourcesService | None = None
         self.audit: AuditLog | None = None
         self.http: HTTPFrontDoor | None = None
+        self.group_commit: GroupCommitter | None = None
 
     @property
     def address(self) -> str:
@@ -237,7 +242,9 @@ class APIServer:
             )
         for cache in self.caches.values():
             self._spawn(cache.run(), name=f"watchcache-{cache.kind.resource}")
-        store = Store(self.etcd)
+        if cfg.group_commit_inflight > 0:
+            self.group_commit = GroupCommitter(self.etcd, max_inflight=cfg.group_commit_inflight)
+        store = Store(self.etcd, group_commit=self.group_commit)
         fencer = Fencer(self.caches["lease"], store, enabled=cfg.fencing, require_for=cfg.require_fence_for)
         registry = Registry(
             store,
@@ -398,6 +405,8 @@ class APIServer:
         # Writes whose callers went away are not the server's handlers: let them end and record.
         if self._service is not None:
             await self._service.finish_writes(grace)
+        if self.group_commit is not None:  # after the writes: nothing is left to commit
+            await self.group_commit.aclose()
         if self.audit is not None:  # after the server: in-flight writes have recorded themselves
             self.audit.close()
             self.audit = None

@@ -221,7 +221,9 @@ class Registry:
         if req.dry_run:
             return wire.object_wire(kind, value), cache.revision
         lease = await self._lease(kind) if kind.resource in self.ttls else 0  # no await on the hot path
-        res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard, lease=lease)
+        res = await self.store.create(
+            cache.key(meta.namespace, meta.name), value, guard, lease=lease, grouped=True
+        )
         # A generated name that is taken is drawn again, as upstream's store does
         # (k8s.io/apiserver/pkg/registry/generic/registry/store.go, createWithGenerateNameRetry).
         for _ in range(MAX_NAME_GENERATION_ATTEMPTS - 1):
@@ -230,7 +232,9 @@ class Registry:
             self.check_guard(guard, res)  # a fence that failed is reported, not retried
             meta.name = generate_name(meta.generate_name)
             value = msg.SerializeToString()
-            res = await self.store.create(cache.key(meta.namespace, meta.name), value, guard, lease=lease)
+            res = await self.store.create(
+                cache.key(meta.namespace, meta.name), value, guard, lease=lease, grouped=True
+            )
         if not res.succeeded:
             self.check_guard(guard, res)
             if res.current is None:  # only the fence's Lease moved, MAX_LEASE_RENEWALS times
@@ -400,7 +404,7 @@ class Registry:
                     continue
                 raise problem
             new_value = _bind(pod, binding.target.name)
-            res = await self.store.update(key, new_value, revision, guard)
+            res = await self.store.update(key, new_value, revision, guard, grouped=True)
             if res.succeeded:
                 return wire.object_wire(POD, new_value, res.revision), res.revision
             self.check_guard(guard, res)

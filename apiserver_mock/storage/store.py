@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apiserver_mock.fencing import MAX_LEASE_RENEWALS, NO_GUARD, Guard
+from apiserver_mock.storage.groupcommit import GroupCommitter
 from kse import failpoints
 from kse.etcdclient import (
     CompactedError,
@@ -100,11 +101,20 @@ class WriteResult:
 
 
 class Store:
-    def __init__(self, etcd: EtcdClient, *, resolve_budget: float | None = None) -> None:
+    def __init__(
+        self,
+        etcd: EtcdClient,
+        *,
+        resolve_budget: float | None = None,
+        group_commit: GroupCommitter | None = None,
+    ) -> None:
         """`resolve_budget`: how long, from the first unknown outcome, a write keeps trying to find
         out whether it landed (default: twice the etcd client's per-call timeout, which fits inside
-        the API clients' own request deadline)."""
+        the API clients' own request deadline). `group_commit`: coalesces the writes asked for with
+        `grouped=True` into batch txns (`apiserver_mock.storage.groupcommit`); None: each write
+        is its own txn."""
         self.etcd = etcd
+        self.group_commit = group_commit
         self.resolve_budget = 2 * etcd.timeout if resolve_budget is None else resolve_budget
         self.resolved_landed = 0
         """Writes whose outcome was unknown and turned out applied (for logs, metrics and tests)."""
@@ -123,19 +133,45 @@ class Store:
         return res.revision
 
     async def create(
-        self, key: bytes, value: bytes, guard: Guard = NO_GUARD, *, lease: int = 0
+        self, key: bytes, value: bytes, guard: Guard = NO_GUARD, *, lease: int = 0, grouped: bool = False
     ) -> WriteResult:
         """Put `key` if it does not exist (and the guard holds); with a `lease`, etcd deletes it
-        when that expires (`apiserver_mock.storage.leases`)."""
+        when that expires (`apiserver_mock.storage.leases`). `grouped`: may share a txn with
+        concurrent writes (`group_commit`)."""
         op = Op.put(key, value, lease=lease)
+        if grouped and self.group_commit is not None:
+            return await self._grouped(Compare.version(key) == 0, op, key, 0, guard, value)
         return await self._txn(Compare.version(key) == 0, op, key, 0, guard, value)
 
     async def update(
-        self, key: bytes, value: bytes, mod_revision: int, guard: Guard = NO_GUARD, *, lease: int = 0
+        self,
+        key: bytes,
+        value: bytes,
+        mod_revision: int,
+        guard: Guard = NO_GUARD,
+        *,
+        lease: int = 0,
+        grouped: bool = False,
     ) -> WriteResult:
-        """Put `key` if nobody wrote it since `mod_revision` (and the guard holds)."""
+        """Put `key` if nobody wrote it since `mod_revision` (and the guard holds). `grouped`: may
+        share a txn with concurrent writes (`group_commit`)."""
         compare = Compare.mod_revision(key) == mod_revision
-        return await self._txn(compare, Op.put(key, value, lease=lease), key, mod_revision, guard, value)
+        op = Op.put(key, value, lease=lease)
+        if grouped and self.group_commit is not None:
+            return await self._grouped(compare, op, key, mod_revision, guard, value)
+        return await self._txn(compare, op, key, mod_revision, guard, value)
+
+    async def _grouped(
+        self, compare: Compare, op: Op, key: bytes, expect: int, guard: Guard, value: bytes | None
+    ) -> WriteResult:
+        """One write through the group committer, answered exactly as `_txn` answers it."""
+        assert self.group_commit is not None
+        outcome = await self.group_commit.submit(key, compare, op, expect, value, guard)
+        if outcome.in_doubt:  # the batch's txn may or may not have landed: resolve this write alone
+            return await self._txn(compare, op, key, expect, outcome.guard or guard, value, in_doubt=True)
+        return WriteResult(
+            outcome.succeeded, outcome.revision, outcome.current, outcome.guard_values, outcome.guard or guard
+        )
 
     async def delete(self, key: bytes, mod_revision: int, guard: Guard = NO_GUARD) -> WriteResult:
         """Delete `key` if nobody wrote it since `mod_revision` (and the guard holds)."""
@@ -194,15 +230,25 @@ class Store:
         return ManyWriteResult(False, res.revision, currents, guard_values, guard)
 
     async def _txn(
-        self, compare: Compare, op: Op, key: bytes, expect: int, guard: Guard, value: bytes | None
+        self,
+        compare: Compare,
+        op: Op,
+        key: bytes,
+        expect: int,
+        guard: Guard,
+        value: bytes | None,
+        *,
+        in_doubt: bool = False,
     ) -> WriteResult:
         """Run `compare` (+ the guard's compares) -> `op`. `compare` holds iff the key's mod_revision
         is `expect` (0: absent), which tells a failure of the guard alone from one of the object.
         `value` is what `op` writes (None: a delete), to recognise our own write after an unknown
-        outcome (module doc)."""
+        outcome (module doc). `in_doubt`: the same write was already sent once (in a batch) with
+        an unknown outcome, so this starts at the module doc's step 1."""
         reads = [Op.get(key), *(Op.get(k) for k in guard.keys)]
         renewals = 0
-        give_up: float | None = None  # set by the first unknown outcome
+        # Set by the first unknown outcome.
+        give_up: float | None = time.monotonic() + self.resolve_budget if in_doubt else None
         while True:
             compares: Sequence[Compare] = (compare, *guard.compares) if guard.compares else (compare,)
             try:

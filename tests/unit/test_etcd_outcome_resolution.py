@@ -312,3 +312,34 @@ async def test_write_all_that_never_arrived_is_sent_again(rig: Rig) -> None:
     res = await finish(rig, task)  # type: ignore[arg-type]
     assert res.succeeded and (await rig.direct.get(OTHER))[0].value == b"new"  # type: ignore[union-attr]
     assert (rig.store.resolved_landed, rig.store.resolved_not_landed) == (0, 1)
+
+
+# ---------------------------------------------------------------- group-committed writes
+
+async def test_grouped_writes_that_landed_are_each_reported_applied_once(rig: Rig) -> None:
+    """A batch txn whose answer was lost (apiserver_mock/storage/groupcommit.py): every write of it
+    is resolved on its own, and each finds its own write in etcd."""
+    from apiserver_mock.storage.groupcommit import GroupCommitter
+
+    committer = GroupCommitter(rig.client, max_inflight=1)
+    store = Store(rig.client, group_commit=committer)
+    base = await seed(rig)
+    await rig.direct.put(OTHER, b"o0")
+    other, _ = await rig.direct.get(OTHER)
+    assert other is not None
+    rig.proxy.mute_down = True
+    writes = asyncio.gather(
+        store.update(KEY, b"mine", base.mod_revision, grouped=True),
+        store.update(OTHER, b"o1", other.mod_revision, grouped=True),
+    )
+    try:
+        await until_value(rig.direct, OTHER, lambda kv: kv is not None and kv.value == b"o1")
+        rig.proxy.cut()
+        async with asyncio.timeout(DEADLINE):
+            mine, theirs = await writes
+    finally:
+        await committer.aclose()
+    kv, _ = await rig.direct.get(KEY)
+    assert kv is not None and kv.version == base.version + 1  # applied exactly once
+    assert mine.succeeded and theirs.succeeded and mine.revision == theirs.revision == kv.mod_revision
+    assert committer.batches == 1 and (store.resolved_landed, store.resolved_not_landed) == (2, 0)
