@@ -23,6 +23,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import DecodeError, Message
 
+from apiserver_mock import wire
 from apiserver_mock.audit import WRITE_METHODS, AuditLog, record_for
 from apiserver_mock.auth.authn import Authenticator
 from apiserver_mock.errors import APIError, TooManyRequests
@@ -45,6 +46,8 @@ REVISION_TRAILER = "x-kse-revision"
 # On a RESOURCE_EXHAUSTED the server shed before running it: seconds after which to retry (as the
 # HTTP door's Retry-After header). Only such refusals carry it, so a client retries only those.
 RETRY_AFTER_TRAILER = "retry-after"
+# The most bindings one BindBatch call may carry (the scheduler's client sends at most 100).
+MAX_BIND_BATCH = 1000
 
 Context: TypeAlias = grpc.aio.ServicerContext
 Verb = Callable[[Identity, Any], Coroutine[Any, Any, tuple[bytes, int]]]
@@ -205,6 +208,11 @@ class ResourcesService:
             )
             for name, deser in deserializers.items()
         }
+        methods["BindBatch"] = grpc.unary_unary_rpc_method_handler(
+            self.bind_batch,
+            request_deserializer=decoder(pb.BindBatchRequest),
+            response_serializer=_passthrough,
+        )
         methods["Watch"] = grpc.unary_stream_rpc_method_handler(
             self.watch, request_deserializer=decoder(pb.WatchRequest), response_serializer=_passthrough
         )
@@ -227,14 +235,17 @@ class ResourcesService:
             "Evict": reg.evict,
         }
 
-    async def call(self, name: str, ident: Identity, request: Any) -> tuple[bytes, int]:
+    async def call(
+        self, name: str, ident: Identity, request: Any, *, gated: bool = True
+    ) -> tuple[bytes, int]:
         """Run verb `name` (a gRPC method name) for an authenticated caller, whatever the protocol.
 
         Waits for the caches, runs the registry verb and, for a write, appends its audit record
         before returning (or re-raising), exactly as the gRPC handler always did: both front doors
         go through here, so neither can skip the audit log. Raises the verb's exception unchanged
         (the caller maps it to its protocol's error); an applied write whose record cannot be
-        written raises `AuditFailed`.
+        written raises `AuditFailed`. `gated=False`: the caller already holds the overload gate's
+        seat for this work (one item of a batch admitted as a whole).
         """
         verb = self._verbs[name]
         audit = self.audit if name in WRITE_METHODS else None
@@ -243,7 +254,7 @@ class ResourcesService:
         notes: dict[str, object] = {}
         if name == "Evict":  # the eviction names the budget it consulted, for the audit record
             verb = partial(self.registry.evict, notes=notes)
-        gate = self.flowcontrol
+        gate = self.flowcontrol if gated else None
         early = EARLY.get()  # a seat the HTTP door took before it read the body
         admitted, seat = early.take(name) if early is not None else (False, None)
         if gate is not None and not admitted:
@@ -333,6 +344,66 @@ class ResourcesService:
 
         handler.__name__ = name
         return handler
+
+    async def bind_batch(self, request: pb.BindBatchRequest | Undecodable, context: Context) -> bytes:
+        """BindBatch: every binding run as its own Bind (`call`: authorization, fencing, audit, each
+        its own answer), concurrently, so the store can group-commit them; the batch is admitted by
+        the overload gate once. Refused as a whole only before any binding ran."""
+        method = f"{SERVICE}/BindBatch"
+        if isinstance(request, Undecodable):
+            await context.abort(*request.status())
+            return b""  # abort raises; this line is for the type checker
+        binds = request.binds
+        if len(binds) > MAX_BIND_BATCH:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"binds: at most {MAX_BIND_BATCH} bindings in one BindBatch call, got {len(binds)}",
+            )
+        audit = self.audit
+        try:
+            ident = self.authn.identify(context)
+        except Exception as e:
+            code, message = error_status(e, method)
+            if audit is not None:
+                for item in binds:
+                    _record_refusal(audit, "Bind", None, item, code, message)
+            await context.abort(code, message)
+        if not binds:
+            return b""
+        if not self.ready.is_set():
+            await self.ready.wait()
+        gate = self.flowcontrol
+        seat: Seat = None
+        if gate is not None:
+            try:
+                seat = await gate.admit(ident, "Bind", binds[0])
+            except TooManyRequests as e:
+                code, message = error_status(e, method)
+                if audit is not None:
+                    for item in binds:
+                        _record_refusal(audit, "Bind", ident, item, code, message)
+                if e.retry_after:
+                    await context.abort(code, message, ((RETRY_AFTER_TRAILER, str(e.retry_after)),))
+                await context.abort(code, message)
+        try:
+            results = await asyncio.gather(*(self._bind_result(ident, item) for item in binds))
+        finally:
+            if gate is not None:
+                gate.release(seat)
+        revision = max(rev for _, rev in results)
+        context.set_trailing_metadata(((REVISION_TRAILER, str(revision)),))
+        return wire.bind_batch_response(data for data, _ in results)
+
+    async def _bind_result(self, ident: Identity, request: pb.BindRequest) -> tuple[bytes, int]:
+        """One binding of a batch: its serialized BindResult and the revision it reflects."""
+        try:
+            data, rev = await self.call("Bind", ident, request, gated=False)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            code, message = error_status(e, f"{SERVICE}/BindBatch")
+            return wire.bind_result(b"", code.value[0], message, ""), 0
+        return wire.bind_result(data, 0, "", rev), rev
 
     async def watch(self, request: pb.WatchRequest | Undecodable, context: Context) -> None:
         """Stream the watcher's batches with `context.write` (not a generator), so that a write the

@@ -1485,6 +1485,30 @@ class BindRequest(_message.Message):
     fence: FenceToken
     def __init__(self, binding: _Optional[_Union[Binding, _Mapping]] = ..., fence: _Optional[_Union[FenceToken, _Mapping]] = ...) -> None: ...
 
+class BindBatchRequest(_message.Message):
+    __slots__ = ("binds",)
+    BINDS_FIELD_NUMBER: _ClassVar[int]
+    binds: _containers.RepeatedCompositeFieldContainer[BindRequest]
+    def __init__(self, binds: _Optional[_Iterable[_Union[BindRequest, _Mapping]]] = ...) -> None: ...
+
+class BindResult(_message.Message):
+    __slots__ = ("object", "code", "message", "revision")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    object: Object
+    code: int
+    message: str
+    revision: str
+    def __init__(self, object: _Optional[_Union[Object, _Mapping]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., revision: _Optional[str] = ...) -> None: ...
+
+class BindBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BindResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BindResult, _Mapping]]] = ...) -> None: ...
+
 class EvictRequest(_message.Message):
     __slots__ = ("namespace", "name", "fence", "grace_period_seconds", "dry_run", "resource_version", "uid")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

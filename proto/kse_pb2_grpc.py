@@ -78,6 +78,11 @@ class ResourcesStub:
                 request_serializer=proto_dot_kse__pb2.BindRequest.SerializeToString,
                 response_deserializer=proto_dot_kse__pb2.Object.FromString,
                 _registered_method=True)
+        self.BindBatch = channel.unary_unary(
+                '/kse.v1.Resources/BindBatch',
+                request_serializer=proto_dot_kse__pb2.BindBatchRequest.SerializeToString,
+                response_deserializer=proto_dot_kse__pb2.BindBatchResponse.FromString,
+                _registered_method=True)
         self.Evict = channel.unary_unary(
                 '/kse.v1.Resources/Evict',
                 request_serializer=proto_dot_kse__pb2.EvictRequest.SerializeToString,
@@ -143,6 +148,14 @@ class ResourcesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BindBatch(self, request, context):
+        """Many pods/binding at once (see BindBatchRequest); the call's own status is OK unless the whole
+        batch was refused before any binding ran (UNAUTHENTICATED, RESOURCE_EXHAUSTED, ...).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Evict(self, request, context):
         """pods/eviction: deletes the pod (no disruption budgets are modelled).
         """
@@ -192,6 +205,11 @@ def add_ResourcesServicer_to_server(servicer, server):
                     servicer.Bind,
                     request_deserializer=proto_dot_kse__pb2.BindRequest.FromString,
                     response_serializer=proto_dot_kse__pb2.Object.SerializeToString,
+            ),
+            'BindBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.BindBatch,
+                    request_deserializer=proto_dot_kse__pb2.BindBatchRequest.FromString,
+                    response_serializer=proto_dot_kse__pb2.BindBatchResponse.SerializeToString,
             ),
             'Evict': grpc.unary_unary_rpc_method_handler(
                     servicer.Evict,
@@ -419,6 +437,33 @@ class Resources:
             '/kse.v1.Resources/Bind',
             proto_dot_kse__pb2.BindRequest.SerializeToString,
             proto_dot_kse__pb2.Object.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BindBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kse.v1.Resources/BindBatch',
+            proto_dot_kse__pb2.BindBatchRequest.SerializeToString,
+            proto_dot_kse__pb2.BindBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

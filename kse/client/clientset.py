@@ -39,6 +39,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from kse.client.bindbatch import BindBatcher
 from kse.client.errors import (
     ApiError,
     TooManyRequestsError,
@@ -479,7 +480,12 @@ class PodsClient(NamespacedResourceClient[pb.Pod]):
         req = pb.BindRequest(binding=binding)
         if fence is not None:
             req.fence.CopyFrom(fence)
-        out = await self._clientset._unary("create", "pods/binding", "Bind", req, idempotent=False)
+        cs = self._clientset
+        if cs.bind_batcher is None:
+            out = await cs._unary("create", "pods/binding", "Bind", req, idempotent=False)
+        else:  # coalesced with the other binds in flight (kse.client.bindbatch); one token per bind
+            await cs.rate_limiter.acquire()
+            out = await cs.bind_batcher.bind(req)
         return self._unwrap(out)
 
     async def evict(
@@ -558,7 +564,10 @@ class Clientset:
         timeout: float = 30.0,
         retry: RetryPolicy = RetryPolicy(),
         metrics: RequestMetrics | None = None,
+        batch_binds: bool = True,
     ) -> None:
+        """`batch_binds`: binds in flight at once go as one BindBatch call (kse.client.bindbatch);
+        False: one Bind call per pod."""
         if isinstance(channel_source, grpc.aio.Channel):
             channel_source = StaticChannelSource(channel_source)
         self.channel_source: ChannelSource = channel_source
@@ -572,6 +581,7 @@ class Clientset:
         self._metadata = ((USER_AGENT_METADATA_KEY, user_agent),)
         self._stub_channel: grpc.aio.Channel | None = None
         self._stub_cache: pb_grpc.ResourcesStub | None = None
+        self.bind_batcher: BindBatcher | None = BindBatcher(self) if batch_binds else None
         self._clients: dict[str, ResourceClient[Any]] = {}
         for kind in KINDS:
             client = _client_class(kind)(self, kind)
@@ -599,9 +609,17 @@ class Clientset:
             self.observed_revision = max(self.observed_revision, int(revision))
 
     async def _unary(
-        self, verb: str, resource: str, method: str, request: Message, *, idempotent: bool
+        self,
+        verb: str,
+        resource: str,
+        method: str,
+        request: Message,
+        *,
+        idempotent: bool,
+        limited: bool = True,
     ) -> Any:
-        """One rate-limited unary call with typed errors, metrics and (for reads) retries."""
+        """One rate-limited unary call with typed errors, metrics and (for reads) retries.
+        `limited=False`: the caller took its rate-limiter tokens itself (a batch of binds)."""
         loop = asyncio.get_running_loop()
         retry = self.retry if idempotent else NO_RETRY
         began = loop.time()
@@ -609,7 +627,8 @@ class Clientset:
         attempt = 0
         shed = 0
         while True:
-            await self.rate_limiter.acquire()
+            if limited:
+                await self.rate_limiter.acquire()
             timeout = self.timeout
             if idempotent and retry.deadline > 0:
                 timeout = max(0.001, min(timeout, deadline - loop.time()))
