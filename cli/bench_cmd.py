@@ -93,6 +93,13 @@ def _add_apiserver(sub: SubParsers) -> None:
         "one, and a phase whose client process saturates a core is repeated with two)",
     )
     p.add_argument(
+        "--bind-call",
+        choices=("batch", "unary"),
+        default=d.bind_call,
+        help="how the bind phase binds: 'batch' through the clientset as the scheduler does (binds in "
+        "flight coalesced into BindBatch calls), 'unary' one Bind call per pod (default %(default)s)",
+    )
+    p.add_argument(
         "--list-pods",
         type=_positive_int,
         default=d.list_pods,
@@ -128,6 +135,7 @@ def _run_apiserver(args: argparse.Namespace) -> int:
             watchers=args.watchers,
             rate=args.rate,
             client_procs=args.client_procs,
+            bind_call=args.bind_call,
             list_pods=args.list_pods,
             list_repeats=args.list_repeats,
             keep=args.keep,

@@ -8,11 +8,14 @@ temp dir, then measures in these phases:
 (a) `etcd_txn_per_s`: the compare-and-swap ceiling from Python against that same etcd. `inflight`
     concurrent workers, each owning one key, each looping `txn(mod_revision(key) == last) -> put`
     with a 256-byte value, for `duration` seconds, through `kse.etcdclient`.
-(b) `binds_per_s`: `pods` pods (and a few nodes) are pre-created, untimed; then every pod is bound
-    with `inflight` concurrent `Bind` calls as `system:kube-scheduler`, through the raw gRPC stub
-    over `kse.client.channel.secure_channel` (no clientset in the way). Only successful binds count;
-    the window runs from the first call to the last answer. One Bind is one etcd CAS txn in the API
-    server, so `bind_to_etcd_ratio = binds_per_s / etcd_txn_per_s` is the API server's efficiency.
+(b) `binds_per_s`: `pods` pods (and a few nodes) are pre-created, untimed; then every pod is bound,
+    `inflight` binds at a time, as `system:kube-scheduler`, the way the scheduler binds: through a
+    clientset, whose binds in flight go as BindBatch calls (`kse.client.bindbatch`), each bind its
+    own CAS in the API server, group-committed (`apiserver_mock.storage.groupcommit`). With
+    `--bind-call unary`, one raw `Bind` call per pod instead (the path before batching, and the
+    HTTP door's shape). Only successful binds count; the window runs from the first call to the
+    last answer. `bind_to_etcd_ratio = binds_per_s / etcd_txn_per_s` compares the binds the API
+    server completes with the single-key CAS txns Python can push into the same etcd.
     Client processes: by default (a) and (b) each run from one client process (this one); a phase in
     which that process used >= 85 % of a core (so the client, not the server, may be the limit) is
     repeated from two processes (`harness.bench.loadproc`, `inflight` split between them) and the higher
@@ -82,6 +85,8 @@ from harness.procs.apiserver import ApiServerProcess
 from harness.procs.etcd import etcd_binary_version, start_cluster
 from harness.procs.launcher import Launcher
 from kse.client.channel import secure_channel
+from kse.client.clientset import Clientset
+from kse.client.errors import ApiError
 from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
 from proto import kse_pb2_grpc as pb_grpc
@@ -149,6 +154,8 @@ def bench_node(name: str) -> pb.Node:
 def _code(e: BaseException) -> str:
     if isinstance(e, grpc.aio.AioRpcError):
         return e.code().name
+    if isinstance(e, ApiError):
+        return e.code_name
     return type(e).__name__
 
 
@@ -214,14 +221,18 @@ class BindLoadArgs:
     pods: tuple[str, ...]
     nodes: tuple[str, ...]
     inflight: int
+    batched: bool = True
 
 
 async def bind_load(args: BindLoadArgs, start: StartGate) -> LoadResult:
-    """Bind every pod in `args.pods`, `inflight` calls at a time, round-robin over the nodes."""
+    """Bind every pod in `args.pods`, `inflight` binds at a time, round-robin over the nodes:
+    `batched`, through a clientset (coalesced into BindBatch calls, as the scheduler binds);
+    otherwise one raw Bind call each."""
     result = LoadResult()
     async with secure_channel(args.conn) as channel:
         await asyncio.wait_for(channel.channel_ready(), CALL_TIMEOUT)
         stub = pb_grpc.ResourcesStub(channel)
+        clientset = Clientset(channel, qps=0, burst=1, timeout=CALL_TIMEOUT)
         requests = [
             pb.BindRequest(
                 binding=pb.Binding(
@@ -236,7 +247,10 @@ async def bind_load(args: BindLoadArgs, start: StartGate) -> LoadResult:
         async def bind(i: int) -> None:
             t = time.perf_counter()
             try:
-                await stub.Bind(requests[i], timeout=CALL_TIMEOUT)
+                if args.batched:
+                    await clientset.pods.bind(requests[i].binding)
+                else:
+                    await stub.Bind(requests[i], timeout=CALL_TIMEOUT)
             except Exception as e:
                 result.failed += 1
                 result.errors[_code(e)] += 1
@@ -559,7 +573,9 @@ async def run(cfg: Config) -> dict[str, Any]:
                 "binds",
                 BIND_NAMESPACE,
                 bind_load,
-                lambda ns, names, inflight: BindLoadArgs(scheduler, ns, names, nodes, inflight),
+                lambda ns, names, inflight: BindLoadArgs(
+                    scheduler, ns, names, nodes, inflight, cfg.bind_call == "batch"
+                ),
             )
             bind_run, bind_attempts = await _with_client_procs(cfg.client_procs, bind_phase, "bind", notes)
 
@@ -692,6 +708,7 @@ async def run(cfg: Config) -> dict[str, Any]:
                 "attempts": bind_attempts,
                 "identity": "system:kube-scheduler (scheduler-1)",
                 "nodes": cfg.nodes,
+                "call": "BindBatch (clientset)" if cfg.bind_call == "batch" else "Bind (raw stub)",
             },
             "http_binds": {
                 **http_total.summary(),

@@ -20,6 +20,9 @@ class ApiServerBenchConfig:
     # process saturates a core is repeated with two, keeping the higher figure.
     client_procs: int | None = None
     value_size: int = 256  # bytes per etcd value in the CAS phase
+    # The bind phase's calls: "batch" through the clientset, as the scheduler binds (binds in
+    # flight coalesced into BindBatch calls, kse.client.bindbatch); "unary": one Bind per pod.
+    bind_call: str = "batch"
     list_pods: int = 5000  # pods in the namespace LISTed over HTTP (topped up past `pods`)
     list_repeats: int = 10  # LISTs timed; http_list_ms_p50 is their median
     keep: bool = False  # keep the temp dir
@@ -32,6 +35,8 @@ class ApiServerBenchConfig:
         for name in ("pods", "inflight", "watchers", "nodes", "value_size", "list_pods", "list_repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.bind_call not in ("batch", "unary"):
+            raise ValueError(f"bind_call must be 'batch' or 'unary', got {self.bind_call!r}")
         if self.client_procs is not None and self.client_procs < 1:
             raise ValueError(f"client_procs must be >= 1 (or None: auto), got {self.client_procs}")
         if self.inflight < (self.client_procs or 2):
