@@ -79,3 +79,15 @@ def test_keys_of_the_prefix() -> None:
     assert parse_key(b"/registry", b"/registry/pods/default/web-1") == ("pods", "default", "web-1")
     assert parse_key(b"/registry", b"/registry/nodes/n1") == ("nodes", "", "n1")
     assert parse_key(b"/registry", b"/registry/.progress-marker") == ("", "", "")
+
+
+def test_a_group_committed_batch_needs_a_record_for_every_write() -> None:
+    """Binds group-committed into one txn share a revision: each still needs its own record, so an
+    unaudited write cannot hide behind an audited one of its batch."""
+    writes = [put("a", 5), put("b", 5), put("c", 5)]
+    h = History(audit=[audit("a", 5, verb="bind"), audit("c", 5, verb="bind")], etcd_writes=writes)
+    result = audit_matches_etcd(h)
+    assert not result.passed and result.counts["unaudited"] == 1
+    assert result.violations[0]["object"] == "pods/default/b"
+    h.audit.append(audit("b", 5, verb="bind"))
+    assert audit_matches_etcd(h).passed
