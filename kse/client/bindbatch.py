@@ -15,9 +15,11 @@ overload gate after its retries) fails each of its binds with that error, as it 
 each Bind. A server without BindBatch (UNIMPLEMENTED: an older API server during an upgrade) is
 remembered, and the binds go one Bind call each from then on.
 
-Rate limiting is per bind, not per call: each bind takes its token from the clientset's limiter
-before it joins a batch, so `--kube-api-qps` bounds binds per second exactly as it bounds
-upstream's (scheduler_perf and the README's figures depend on that).
+Rate limiting and request metrics are per bind, not per call: each bind takes its token from the
+clientset's limiter before it joins a batch, so `--kube-api-qps` bounds binds per second exactly
+as it bounds upstream's (scheduler_perf and the README's figures depend on that), and each bind is
+one `create pods/binding` request in the clientset's metrics (rest_client_requests_total), with its
+own code and its batch call's latency.
 
 The sender tasks end by themselves once nothing is queued, so a batcher has nothing to close.
 """
@@ -112,9 +114,18 @@ class BindBatcher:
         self.calls += 1
         self.binds += len(batch)
         request = pb.BindBatchRequest(binds=[item.request for item in batch])
+        metrics = self._clientset.metrics
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         try:
             response: pb.BindBatchResponse = await self._clientset._unary(
-                "create", "pods/binding", "BindBatch", request, idempotent=False, limited=False
+                "create",
+                "pods/binding",
+                "BindBatch",
+                request,
+                idempotent=False,
+                limited=False,
+                observed=False,
             )
         except ApiError as e:
             if e.code == grpc.StatusCode.UNIMPLEMENTED:
@@ -122,7 +133,9 @@ class BindBatcher:
                 self.unsupported = True
                 await asyncio.gather(*(self._settle_single(item) for item in batch))
                 return
+            elapsed = loop.time() - start
             for item in batch:
+                metrics.observe("create", "pods/binding", e.code_name, elapsed)
                 _fail(item, error_for_code(e.code, e.message, revision=e.revision))
             return
         except asyncio.CancelledError:
@@ -140,12 +153,15 @@ class BindBatcher:
             for item in batch:
                 _fail(item, ApiError(message))
             return
+        elapsed = loop.time() - start
         for item, result in zip(batch, results, strict=True):
             if result.code == 0:
+                metrics.observe("create", "pods/binding", "OK", elapsed)
                 if not item.future.done():
                     item.future.set_result(result.object)
             else:
                 code = _CODES.get(result.code, grpc.StatusCode.UNKNOWN)
+                metrics.observe("create", "pods/binding", code.name, elapsed)
                 _fail(item, error_for_code(code, result.message, revision=result.revision))
 
     async def _settle_single(self, item: _Queued) -> None:

@@ -617,9 +617,11 @@ class Clientset:
         *,
         idempotent: bool,
         limited: bool = True,
+        observed: bool = True,
     ) -> Any:
         """One rate-limited unary call with typed errors, metrics and (for reads) retries.
-        `limited=False`: the caller took its rate-limiter tokens itself (a batch of binds)."""
+        `limited=False`: the caller took its rate-limiter tokens itself; `observed=False`: the
+        caller records the request metrics itself (a batch of binds: one request per bind)."""
         loop = asyncio.get_running_loop()
         retry = self.retry if idempotent else NO_RETRY
         began = loop.time()
@@ -647,13 +649,15 @@ class Clientset:
                     raise
                 err, cause = channel_closed_error(), e
             else:
-                self.metrics.observe(verb, resource, "OK", loop.time() - start)
+                if observed:
+                    self.metrics.observe(verb, resource, "OK", loop.time() - start)
                 try:
                     self._note_revision(revision_from_metadata(await call.trailing_metadata()))
                 except Exception:  # pragma: no cover - the revision is advisory
                     pass
                 return response
-            self.metrics.observe(verb, resource, err.code_name, loop.time() - start)
+            if observed:
+                self.metrics.observe(verb, resource, err.code_name, loop.time() - start)
             self._note_revision(err.revision)
             if isinstance(err, TooManyRequestsError) and err.retry_after > 0 and shed < MAX_SHED_RETRIES:
                 # Shed by the server's overload gate before it ran: any verb may go again, after

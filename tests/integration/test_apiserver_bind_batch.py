@@ -108,12 +108,15 @@ async def test_the_clientset_coalesces_concurrent_binds(apiserver: ApiServer) ->
     )
     assert [p.spec.node_name for p in bound] == [f"node-{i % 7}" for i in range(60)]
     assert sched.bind_batcher.binds == 60 and sched.bind_batcher.calls < 60
+    # Each bind is one request in the client's metrics, as a Bind call would be.
+    assert sched.metrics.count("create", "pods/binding", "OK") == 60
     assert len({p.metadata.resource_version for p in bound}) < 60  # some shared one txn
     # Per-binding errors arrive typed, as from Bind.
     with pytest.raises(ConflictError, match="already assigned"):
         await sched.pods.bind(binding(names[0], "node-9").binding)
     with pytest.raises(NotFoundError):
         await sched.pods.bind(binding("nope", "node-9").binding)
+    assert sched.metrics.count("create", "pods/binding", "NOT_FOUND") == 1
 
 
 async def test_a_stale_fence_refuses_every_binding_of_the_batch(apiserver: ApiServer) -> None:
