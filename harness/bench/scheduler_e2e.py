@@ -60,6 +60,7 @@ class E2EConfig:
     keep: bool = False
     fsync: bool = True
     scheduler_args: tuple[str, ...] = ()
+    apiserver_args: tuple[str, ...] = ()
     timeout: float | None = None  # for the measured pods; default scales with their number
     profile: Path | None = None  # write a cProfile of the scheduler process here
 
@@ -208,7 +209,11 @@ async def run(cfg: E2EConfig) -> dict[str, Any]:
             for member in cluster.members:
                 launcher.add(member.managed)
             api = ApiServerProcess(
-                etcd_endpoints=cluster.endpoints, prefix=API_PREFIX, pki_dir=pki.dir, data_dir=data
+                etcd_endpoints=cluster.endpoints,
+                prefix=API_PREFIX,
+                pki_dir=pki.dir,
+                data_dir=data,
+                extra_args=cfg.apiserver_args,
             )
             await launcher.start(api)
             progress(f"API server at {api.address}")
@@ -416,6 +421,8 @@ def run_e2e(args: argparse.Namespace) -> int:
         keep=bool(getattr(args, "keep", False)),
         fsync=not getattr(args, "no_fsync", False),
         profile=getattr(args, "profile", None),
+        scheduler_args=tuple(getattr(args, "scheduler_arg", ())),
+        apiserver_args=tuple(getattr(args, "apiserver_arg", ())),
     )
     progress(f"e2e: {cfg.nodes} nodes, {cfg.init_pods} init pods, {cfg.pods} measured pods")
     try:
@@ -439,6 +446,8 @@ def _run_e2e_sweep(args: argparse.Namespace, nodes: list[int]) -> int:
             pods=args.pods,
             keep=bool(getattr(args, "keep", False)),
             fsync=not getattr(args, "no_fsync", False),
+            scheduler_args=tuple(getattr(args, "scheduler_arg", ())),
+            apiserver_args=tuple(getattr(args, "apiserver_arg", ())),
         )
         progress(f"e2e sweep: {n} nodes, {cfg.init_pods} init pods, {cfg.pods} measured pods")
         try:

@@ -80,6 +80,21 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
     p.add_argument("--e2e", action="store_true", help="end to end: etcd, API server, scheduler process")
     p.add_argument("--keep", action="store_true", help="with --e2e: keep the temp dir (data, certs, logs)")
     p.add_argument(
+        "--apiserver-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --e2e: pass ARG to the API server (repeatable; e.g. "
+        "--apiserver-arg=--group-commit-inflight=0 for the A/B)",
+    )
+    p.add_argument(
+        "--scheduler-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --e2e: pass ARG to the scheduler (repeatable)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print one JSON object on stdout instead of a table (a list of them for a --nodes list)",
