@@ -34,7 +34,7 @@ from kse.client.clientset import NO_RETRY, Clientset
 from kse.client.informer import HistoryRecord, Informer
 from kse.client.reflector import Backoff
 from proto import kse_pb2 as pb
-from tests.fixtures.apiserver import ApiServer, start_apiserver
+from tests.fixtures.apiserver import ApiServer, assert_delivered_exactly, start_apiserver
 from tests.fixtures.etcd import EtcdFactory
 from tests.fixtures.polling import until
 
@@ -164,7 +164,7 @@ async def run_with(
         reflector = informer.reflector
         assert (reflector.lists, reflector.watches, reflector.last_error) == (1, 1, None)
         records = [(r.type, r.key, int(r.resource_version)) for r in history if r.source == "watch"]
-        assert records == sorted(load.expected, key=lambda e: e[2])  # each once, in order, none lost
+        assert_delivered_exactly(records, load.expected)  # each once, in order, none lost
 
         etcd = await server.etcd()
         try:

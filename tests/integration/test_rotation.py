@@ -40,7 +40,7 @@ from kse.client.informer import HistoryRecord, Informer
 from kse.client.reflector import Backoff
 from kse.config import ConnectionFile
 from proto import kse_pb2 as pb
-from tests.fixtures.apiserver import ApiServer, ApiServerFactory
+from tests.fixtures.apiserver import ApiServer, ApiServerFactory, assert_delivered_exactly
 from tests.fixtures.pki import served_certificate
 from tests.fixtures.polling import until
 
@@ -90,9 +90,7 @@ def watch_records(history: list[HistoryRecord]) -> list[tuple[str, str, int]]:
 
 def assert_unbroken(records: list[tuple[str, str, int]], expected: list[tuple[str, str, int]]) -> None:
     """The informer delivered exactly the expected events: none lost, none twice, in revision order."""
-    revisions = [rv for _, _, rv in records]
-    assert revisions == sorted(set(revisions)), "revisions not strictly increasing (dup or reorder)"
-    assert records == sorted(expected, key=lambda e: e[2])
+    assert_delivered_exactly(records, expected)
 
 
 async def handshake(conn: ConnectionFile) -> grpc.StatusCode:
