@@ -248,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"binding cycles running at once (default {DEFAULT_MAX_BINDS_IN_FLIGHT})",
     )
     sch.add_argument(
+        "--batch-binds",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send the binds in flight together as BindBatch calls, each bind still its own "
+        "(kse/client/bindbatch.py); --no-batch-binds: one Bind call per pod, as upstream "
+        "(default: on)",
+    )
+    sch.add_argument(
         "--gc-freeze",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -414,7 +422,7 @@ async def serve(
 
     def clientset(channel: ChannelSource, user_agent: str) -> Clientset:
         limiter = TokenBucketRateLimiter(qps, burst, on_wait=lambda s: metrics.observe_rate_limiter(host, s))
-        cs = Clientset(channel, rate_limiter=limiter, user_agent=user_agent)
+        cs = Clientset(channel, rate_limiter=limiter, user_agent=user_agent, batch_binds=args.batch_binds)
         cs.metrics.observers.append(
             lambda verb, res, code, s: metrics.observe_request(host, verb, res, code, s)
         )
