@@ -805,12 +805,16 @@ def rows(result: dict[str, Any]) -> list[Row]:
             p99 <= TARGET_WATCH_P99_MS,
         ),
         Row("http_binds_per_s", f"{result['http_binds_per_s']:.0f}"),
+        # The door's cost is judged against unary gRPC binds (one call per pod, as over HTTP);
+        # against BindBatch the ratio says how much batching gains, not what the door costs.
         Row(
             "http_binds_per_s / binds_per_s",
             f"{http_ratio:.3f}",
             f">= {TARGET_HTTP_TO_GRPC_BINDS}",
             http_ratio >= TARGET_HTTP_TO_GRPC_BINDS,
-        ),
+        )
+        if result["details"]["config"].get("bind_call", "unary") == "unary"
+        else Row("http_binds_per_s / binds_per_s", f"{http_ratio:.3f}", "judged with --bind-call unary"),
         Row("http_watch_latency_ms_p50 (recv - send)", f"{result['http_watch_latency_ms_p50']:.2f}"),
         Row(
             "http_watch_latency_ms_p99 (recv - send)",

@@ -92,12 +92,18 @@ def check_contract(result: dict[str, object]) -> None:
 
 
 def test_bench_apiserver_json_contract(tmp_path: Path) -> None:
-    check_contract(run_bench(tmp_path))
+    result = run_bench(tmp_path)
+    check_contract(result)
+    assert result["details"]["binds"]["call"] == "BindBatch (clientset)"  # type: ignore[index]
 
 
 def test_bench_apiserver_two_client_processes(tmp_path: Path) -> None:
-    result = run_bench(tmp_path, "--client-procs", "2")
+    """Also the unary bind path (one Bind call per pod), where the HTTP door's ratio is judged."""
+    result = run_bench(tmp_path, "--client-procs", "2", "--bind-call", "unary")
     check_contract(result)
+    assert result["details"]["binds"]["call"] == "Bind (raw stub)"  # type: ignore[index]
+    table = format_table(rows(result))
+    assert "judged with --bind-call unary" not in table
     details = result["details"]
     assert details["config"]["client_procs"] == 2  # type: ignore[index]
     for phase in ("etcd", "binds", "http_binds"):
