@@ -96,21 +96,22 @@ async def test_two_writes_to_one_key_never_share_a_txn(etcd_client: EtcdClient, 
     assert all(r.current is not None and r.current.value == kv.value for r in results if not r.succeeded)
 
 
-def fence(etcd_prefix: str, holder: str) -> tuple[bytes, pb.Lease]:
+async def fenced(etcd_client: EtcdClient, etcd_prefix: str) -> tuple[bytes, pb.Lease, Guard]:
+    """A Lease held by "a" (transitions 1) in etcd, and the guard a write fenced by it carries."""
     lease = pb.Lease()
     lease.metadata.name = "sched"
-    lease.spec.holder_identity = holder
+    lease.spec.holder_identity = "a"
     lease.spec.lease_transitions = 1
-    return etcd_prefix.encode() + b"/lease", lease
+    key = etcd_prefix.encode() + b"/lease"
+    rev = await etcd_client.put(key, lease.SerializeToString())
+    token = pb.FenceToken(lease_namespace="ns", lease_name="sched", holder_identity="a", lease_transitions=1)
+    return key, lease, Guard((Compare.mod_revision(key) == rev,), (key,), token, "ns/sched", rev)
 
 
 async def test_a_broken_fence_fails_every_write_of_the_batch(
     etcd_client: EtcdClient, etcd_prefix: str
 ) -> None:
-    lease_key, lease = fence(etcd_prefix, "a")
-    lease_rev = await etcd_client.put(lease_key, lease.SerializeToString())
-    token = pb.FenceToken(lease_namespace="ns", lease_name="sched", holder_identity="a", lease_transitions=1)
-    guard = Guard((Compare.mod_revision(lease_key) == lease_rev,), (lease_key,), token, "ns/sched", lease_rev)
+    lease_key, lease, guard = await fenced(etcd_client, etcd_prefix)
     lease.spec.holder_identity = "b"  # another replica took over
     lease.spec.lease_transitions = 2
     await etcd_client.put(lease_key, lease.SerializeToString())
@@ -134,10 +135,7 @@ async def test_a_renewed_fence_is_rederived_and_the_batch_lands(
     etcd_client: EtcdClient, etcd_prefix: str
 ) -> None:
     """The Lease moved by a renewal (same holder and transitions): no write fails for it."""
-    lease_key, lease = fence(etcd_prefix, "a")
-    lease_rev = await etcd_client.put(lease_key, lease.SerializeToString())
-    token = pb.FenceToken(lease_namespace="ns", lease_name="sched", holder_identity="a", lease_transitions=1)
-    guard = Guard((Compare.mod_revision(lease_key) == lease_rev,), (lease_key,), token, "ns/sched", lease_rev)
+    lease_key, lease, guard = await fenced(etcd_client, etcd_prefix)
     lease.spec.renew_time = "2026-12-07T00:00:00Z"
     renewed_rev = await etcd_client.put(lease_key, lease.SerializeToString())
     store, committer = grouped_store(etcd_client)
