@@ -52,8 +52,12 @@ _RESPONSES: dict[str, type[Message]] = {
     "UpdateStatus": pb.Object,
     "Delete": pb.Object,
     "Bind": pb.Object,
+    "BindBatch": pb.BindBatchResponse,
     "Evict": pb.Object,
 }
+
+
+_INTERNAL_CODES = {c.value[0]: c.name for c in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)}
 
 
 class GrpcDoor:
@@ -80,7 +84,14 @@ class GrpcDoor:
                 call = channel.unary_unary(path)
                 data = await call(payload, timeout=self.deadline)
                 if req.method in _RESPONSES:
-                    _RESPONSES[req.method].FromString(data)  # the answer must decode
+                    answer = _RESPONSES[req.method].FromString(data)  # the answer must decode
+                    if isinstance(answer, pb.BindBatchResponse):
+                        # Each binding's own answer is judged as a Bind call's would be.
+                        for result in answer.results:
+                            if result.code in _INTERNAL_CODES:
+                                code_name = _INTERNAL_CODES[result.code]
+                                detail = f"in a BindBatch result: {result.message}"
+                                return Answer(code_name, detail, elapsed=time.monotonic() - start)
             return Answer("OK", elapsed=time.monotonic() - start)
         except grpc.aio.AioRpcError as e:
             code = e.code()

@@ -22,7 +22,9 @@ from kse.objects.kinds import KINDS, Kind
 from proto import kse_pb2 as pb
 
 IDENTITIES = ("admin", "workload", "scheduler", "node", "chaos")
-GRPC_METHODS = ("Get", "List", "Watch", "Create", "Update", "UpdateStatus", "Delete", "Bind", "Evict")
+GRPC_METHODS = (
+    "Get", "List", "Watch", "Create", "Update", "UpdateStatus", "Delete", "Bind", "BindBatch", "Evict",
+)
 SERVICE = "/kse.v1.Resources/"
 HUGE_CONTINUE = "OTk5OTk5OTk5OTk5OTk5OTk5OTkvZnV6ei9h"  # a continue token whose revision is past int64
 PATCH_TYPES = (
@@ -222,15 +224,14 @@ def _grpc_message(rng: random.Random, method: str) -> tuple[Message, str]:
         if rng.random() < 0.3:
             msg.grace_period_seconds = rng.choice((0, 1, -1, 2**62))  # type: ignore[attr-defined]
     elif method == "Bind":
-        binding = pb.Binding(
-            metadata=pb.ObjectMeta(name=name, namespace=ns),
-            target=pb.ObjectReference(
-                kind=rng.choice(("Node", "", "Pod")), name=rng.choice((NODE, "", "UPPER"))
-            ),
+        msg = _bind_request(rng, ns, name)
+    elif method == "BindBatch":
+        # Mostly a few bindings (of pods that may or may not exist), sometimes none, sometimes past
+        # the server's 1000 (refused as a whole), each binding as the Bind fuzzer makes them.
+        count = rng.choice((0, 1, 2, 5, 17, 1001)) if rng.random() < 0.95 else 1000
+        msg = pb.BindBatchRequest(
+            binds=[_bind_request(rng, values.namespace(rng), values.name(rng)) for _ in range(count)]
         )
-        if rng.random() < 0.2:
-            binding = protogen.mutate_message(rng, binding)  # type: ignore[assignment]
-        msg = pb.BindRequest(binding=binding, fence=_fence(rng))
     else:  # Evict
         msg = pb.EvictRequest(
             namespace=ns,
@@ -243,6 +244,16 @@ def _grpc_message(rng: random.Random, method: str) -> tuple[Message, str]:
         if rng.random() < 0.3:
             msg.grace_period_seconds = rng.choice((0, 5, -3, 2**62))  # type: ignore[attr-defined]
     return msg, note
+
+
+def _bind_request(rng: random.Random, ns: str, name: str) -> pb.BindRequest:
+    binding = pb.Binding(
+        metadata=pb.ObjectMeta(name=name, namespace=ns),
+        target=pb.ObjectReference(kind=rng.choice(("Node", "", "Pod")), name=rng.choice((NODE, "", "UPPER"))),
+    )
+    if rng.random() < 0.2:
+        binding = protogen.mutate_message(rng, binding)  # type: ignore[assignment]
+    return pb.BindRequest(binding=binding, fence=_fence(rng))
 
 
 def _grpc(rng: random.Random, index: int, identity: str) -> Request:
