@@ -45,6 +45,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from apiserver_mock.fencing import MAX_LEASE_RENEWALS, Guard
+from apiserver_mock.storage.results import WriteResult
 from kse import failpoints
 from kse.etcdclient import (
     Compare,
@@ -76,22 +77,13 @@ class PendingWrite:
     expect: int
     value: bytes | None
     guard: Guard
-    future: asyncio.Future[WriteOutcome]
+    future: asyncio.Future[Outcome]
     size: int = field(default=0)
 
 
-@dataclass(frozen=True, slots=True)
-class WriteOutcome:
-    """What the batch decided for one write: `succeeded` at `revision`, or failed with its key's
-    `current` value and the guard's current values; `guard` is the guard to retry with; `in_doubt`:
-    the batch's outcome is unknown, so the caller resolves this write on its own."""
-
-    succeeded: bool
-    revision: int
-    current: KeyValue | None = None
-    guard_values: tuple[KeyValue | None, ...] = ()
-    guard: Guard | None = None
-    in_doubt: bool = False
+# What a batch decides for one write: its WriteResult, as a txn of its own would have answered
+# it; None when the batch's outcome is unknown, so the caller resolves this write on its own.
+Outcome = WriteResult | None
 
 
 def guard_group(guard: Guard) -> tuple[bytes, ...]:
@@ -129,9 +121,9 @@ class GroupCommitter:
 
     def submit(
         self, key: bytes, compare: Compare, op: Op, expect: int, value: bytes | None, guard: Guard
-    ) -> asyncio.Future[WriteOutcome]:
+    ) -> asyncio.Future[Outcome]:
         """Queue one write; the future holds its outcome (or the etcd error that stopped its batch)."""
-        future: asyncio.Future[WriteOutcome] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         size = len(key) + (len(value) if value is not None else 0)
         self._queue.append(PendingWrite(key, compare, op, expect, value, guard, future, size))
         if self._committers < self.max_inflight:
@@ -212,12 +204,12 @@ class GroupCommitter:
                 res = await self.etcd.txn(compares, [w.op for w in batch], reads)
             except EtcdOutcomeUnknownError:
                 for w in batch:
-                    _settle(w, WriteOutcome(False, 0, guard=guard, in_doubt=True))
+                    _settle(w, None)
                 return
             if res.succeeded:
                 if failpoints.ENABLED:
                     await failpoints.inject("storage/after-commit")
-                done = WriteOutcome(True, res.revision, guard=guard)
+                done = WriteResult(True, res.revision, guard=guard)
                 for w in batch:
                     _settle(w, done)
                 return
@@ -240,14 +232,14 @@ class GroupCommitter:
                 continue
             if guard.keys and renewed is None and _guard_failed(guard, guard_values):
                 for w, current in zip(batch, values, strict=False):
-                    _settle(w, WriteOutcome(False, res.revision, current, guard_values, guard))
+                    _settle(w, WriteResult(False, res.revision, current, guard_values, guard))
                 return
             left = self._fail_moved(batch, values, res.revision, guard_values, guard)
             if len(left) == len(batch):
                 # No key moved and the guard held: nothing explains the failure (cannot happen
                 # with etcd's txn semantics); decide each write on its own rather than loop.
                 for w in left:
-                    _settle(w, WriteOutcome(False, 0, guard=guard, in_doubt=True))
+                    _settle(w, None)
                 return
             batch = left
 
@@ -263,7 +255,7 @@ class GroupCommitter:
         left = []
         for w, current in zip(batch, values, strict=False):
             if (current.mod_revision if current is not None else 0) != w.expect:
-                _settle(w, WriteOutcome(False, revision, current, guard_values, guard))
+                _settle(w, WriteResult(False, revision, current, guard_values, guard))
             elif not w.future.done():
                 left.append(w)
         return left
@@ -275,6 +267,6 @@ def _guard_failed(guard: Guard, guard_values: tuple[KeyValue | None, ...]) -> bo
     return (kv.mod_revision if kv is not None else 0) != guard.lease_revision
 
 
-def _settle(w: PendingWrite, outcome: WriteOutcome) -> None:
+def _settle(w: PendingWrite, outcome: Outcome) -> None:
     if not w.future.done():
         w.future.set_result(outcome)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 from apiserver_mock.fencing import MAX_LEASE_RENEWALS, NO_GUARD, Guard
 from apiserver_mock.storage.groupcommit import GroupCommitter
+from apiserver_mock.storage.results import WriteResult
 from kse import failpoints
 from kse.etcdclient import (
     CompactedError,
@@ -83,19 +84,6 @@ class ManyWriteResult:
     succeeded: bool
     revision: int
     currents: tuple[KeyValue | None, ...] = ()
-    guard_values: tuple[KeyValue | None, ...] = ()
-    guard: Guard = NO_GUARD
-
-
-@dataclass(frozen=True, slots=True)
-class WriteResult:
-    """Outcome of a conditional write. On failure, `current` is the key as it is now (None: absent),
-    `guard_values` the guard's keys as they are now, and `guard` the guard to retry with (renewed
-    when its Lease moved but still matches the token)."""
-
-    succeeded: bool
-    revision: int
-    current: KeyValue | None = None
     guard_values: tuple[KeyValue | None, ...] = ()
     guard: Guard = NO_GUARD
 
@@ -139,9 +127,7 @@ class Store:
         when that expires (`apiserver_mock.storage.leases`). `grouped`: may share a txn with
         concurrent writes (`group_commit`)."""
         op = Op.put(key, value, lease=lease)
-        if grouped and self.group_commit is not None:
-            return await self._grouped(Compare.version(key) == 0, op, key, 0, guard, value)
-        return await self._txn(Compare.version(key) == 0, op, key, 0, guard, value)
+        return await self._write(Compare.version(key) == 0, op, key, 0, guard, value, grouped)
 
     async def update(
         self,
@@ -157,21 +143,26 @@ class Store:
         share a txn with concurrent writes (`group_commit`)."""
         compare = Compare.mod_revision(key) == mod_revision
         op = Op.put(key, value, lease=lease)
-        if grouped and self.group_commit is not None:
-            return await self._grouped(compare, op, key, mod_revision, guard, value)
-        return await self._txn(compare, op, key, mod_revision, guard, value)
+        return await self._write(compare, op, key, mod_revision, guard, value, grouped)
 
-    async def _grouped(
-        self, compare: Compare, op: Op, key: bytes, expect: int, guard: Guard, value: bytes | None
+    async def _write(
+        self,
+        compare: Compare,
+        op: Op,
+        key: bytes,
+        expect: int,
+        guard: Guard,
+        value: bytes | None,
+        grouped: bool,
     ) -> WriteResult:
-        """One write through the group committer, answered exactly as `_txn` answers it."""
-        assert self.group_commit is not None
-        outcome = await self.group_commit.submit(key, compare, op, expect, value, guard)
-        if outcome.in_doubt:  # the batch's txn may or may not have landed: resolve this write alone
-            return await self._txn(compare, op, key, expect, outcome.guard or guard, value, in_doubt=True)
-        return WriteResult(
-            outcome.succeeded, outcome.revision, outcome.current, outcome.guard_values, outcome.guard or guard
-        )
+        """One write: through the group committer when `grouped` and there is one, answered exactly
+        as its own txn (`_txn`) answers it; else its own txn."""
+        if not grouped or self.group_commit is None:
+            return await self._txn(compare, op, key, expect, guard, value)
+        result = await self.group_commit.submit(key, compare, op, expect, value, guard)
+        if result is None:  # the batch's txn may or may not have landed: resolve this write alone
+            return await self._txn(compare, op, key, expect, guard, value, in_doubt=True)
+        return result
 
     async def delete(self, key: bytes, mod_revision: int, guard: Guard = NO_GUARD) -> WriteResult:
         """Delete `key` if nobody wrote it since `mod_revision` (and the guard holds)."""
