@@ -149,6 +149,14 @@ def _record_refusal(
         log.error("audit log write failed for a refused %s (%s): %s", name, code.name, e)
 
 
+async def _abort(context: Context, e: Exception, method: str) -> None:
+    """End the call with the status of `e`; a shed refusal carries its Retry-After trailer."""
+    code, message = error_status(e, method)
+    if isinstance(e, TooManyRequests) and e.retry_after:
+        await context.abort(code, message, ((RETRY_AFTER_TRAILER, str(e.retry_after)),))
+    await context.abort(code, message)
+
+
 async def _holding(
     gate: FlowControl, seat: Seat, work: Coroutine[Any, Any, tuple[bytes, int]]
 ) -> tuple[bytes, int]:
@@ -335,10 +343,7 @@ class ResourcesService:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                code, message = error_status(e, method)
-                if isinstance(e, TooManyRequests) and e.retry_after:
-                    await context.abort(code, message, ((RETRY_AFTER_TRAILER, str(e.retry_after)),))
-                await context.abort(code, message)
+                await _abort(context, e, method)
             context.set_trailing_metadata(((REVISION_TRAILER, str(rev)),))
             return data
 
@@ -359,32 +364,24 @@ class ResourcesService:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"binds: at most {MAX_BIND_BATCH} bindings in one BindBatch call, got {len(binds)}",
             )
-        audit = self.audit
+        gate = self.flowcontrol
+        ident: Identity | None = None
         try:
             ident = self.authn.identify(context)
-        except Exception as e:
-            code, message = error_status(e, method)
-            if audit is not None:
-                for item in binds:
-                    _record_refusal(audit, "Bind", None, item, code, message)
-            await context.abort(code, message)
-        if not binds:
-            return b""
-        if not self.ready.is_set():
-            await self.ready.wait()
-        gate = self.flowcontrol
-        seat: Seat = None
-        if gate is not None:
-            try:
-                seat = await gate.admit(ident, "Bind", binds[0])
-            except TooManyRequests as e:
+            if not binds:
+                return b""
+            if not self.ready.is_set():
+                await self.ready.wait()
+            seat = await gate.admit(ident, "Bind", binds[0]) if gate is not None else None
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # refused before any binding ran: each is a refused write
+            if self.audit is not None:
                 code, message = error_status(e, method)
-                if audit is not None:
-                    for item in binds:
-                        _record_refusal(audit, "Bind", ident, item, code, message)
-                if e.retry_after:
-                    await context.abort(code, message, ((RETRY_AFTER_TRAILER, str(e.retry_after)),))
-                await context.abort(code, message)
+                for item in binds:
+                    _record_refusal(self.audit, "Bind", ident, item, code, message)
+            await _abort(context, e, method)
+            return b""  # abort raises; this line is for the type checker
         try:
             results = await asyncio.gather(*(self._bind_result(ident, item) for item in binds))
         finally:

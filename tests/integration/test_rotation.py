@@ -88,11 +88,6 @@ def watch_records(history: list[HistoryRecord]) -> list[tuple[str, str, int]]:
     return [(r.type, r.key, int(r.resource_version)) for r in history if r.source == "watch"]
 
 
-def assert_unbroken(records: list[tuple[str, str, int]], expected: list[tuple[str, str, int]]) -> None:
-    """The informer delivered exactly the expected events: none lost, none twice, in revision order."""
-    assert_delivered_exactly(records, expected)
-
-
 async def handshake(conn: ConnectionFile) -> grpc.StatusCode:
     """One List on a brand-new channel (so a new TLS handshake); its status code."""
     async with secure_channel(conn) as channel:
@@ -188,7 +183,7 @@ async def test_client_leaf_rotated_mid_watch_loses_no_event(
             await asyncio.wait_for(informer.wait_for_revision(created[-1][1]), DEADLINE)
 
         assert len(serials) == 3 and source.stats.swaps == 2
-        assert_unbroken(watch_records(history), [("ADDED", k, rv) for k, rv in created])
+        assert_delivered_exactly(watch_records(history), [("ADDED", k, rv) for k, rv in created])
         # The watch really moved: it ended on each retired channel and resumed, never relisted.
         assert informer.reflector.resumes >= 2 and informer.reflector.lists == 1
         assert failed_calls(cs) == {} and failed_calls(admin) == {}
@@ -229,7 +224,7 @@ async def test_client_leaf_rotated_mid_bind_burst(apiserver_factory: ApiServerFa
         assert failed_calls(cs) == {} and failed_calls(admin) == {}
         assert all(p.spec.node_name == "node-a" for p in done)
         bound = [("MODIFIED", f"{NS}/{p.metadata.name}", int(p.metadata.resource_version)) for p in done]
-        assert_unbroken(watch_records(history), bound)
+        assert_delivered_exactly(watch_records(history), bound)
         assert informer.reflector.resumes >= 1 and informer.reflector.lists == 1
 
 
@@ -330,7 +325,7 @@ async def test_full_ca_rotation_under_load(
             await asyncio.wait_for(informer.wait_for_revision(load.bound[-1][1]), DEADLINE)
 
         assert failed_calls(cs) == {} and failed_calls(admin) == {}
-        assert_unbroken(watch_records(history), load.expected())
+        assert_delivered_exactly(watch_records(history), load.expected())
         assert informer.reflector.lists == 1 and source.stats.swaps == 3 and admin_src.stats.swaps == 3
 
     # An old-CA leaf is refused now (presented with a bundle that verifies the server, so the refusal
