@@ -46,8 +46,8 @@ REVISION_TRAILER = "x-kse-revision"
 # On a RESOURCE_EXHAUSTED the server shed before running it: seconds after which to retry (as the
 # HTTP door's Retry-After header). Only such refusals carry it, so a client retries only those.
 RETRY_AFTER_TRAILER = "retry-after"
-# The most bindings one BindBatch call may carry (the scheduler's client sends at most 100).
-MAX_BIND_BATCH = 1000
+# The most items one BindBatch or CreateBatch call may carry (kse's clientset sends at most 100).
+MAX_BATCH = 1000
 
 Context: TypeAlias = grpc.aio.ServicerContext
 Verb = Callable[[Identity, Any], Coroutine[Any, Any, tuple[bytes, int]]]
@@ -216,11 +216,13 @@ class ResourcesService:
             )
             for name, deser in deserializers.items()
         }
-        methods["BindBatch"] = grpc.unary_unary_rpc_method_handler(
-            self.bind_batch,
-            request_deserializer=decoder(pb.BindBatchRequest),
-            response_serializer=_passthrough,
-        )
+        batches = (("Bind", "binds", pb.BindBatchRequest), ("Create", "creates", pb.CreateBatchRequest))
+        for name, items_field, message in batches:
+            methods[f"{name}Batch"] = grpc.unary_unary_rpc_method_handler(
+                self._batch(name, items_field),
+                request_deserializer=decoder(message),
+                response_serializer=_passthrough,
+            )
         methods["Watch"] = grpc.unary_stream_rpc_method_handler(
             self.watch, request_deserializer=decoder(pb.WatchRequest), response_serializer=_passthrough
         )
@@ -350,57 +352,65 @@ class ResourcesService:
         handler.__name__ = name
         return handler
 
-    async def bind_batch(self, request: pb.BindBatchRequest | Undecodable, context: Context) -> bytes:
-        """BindBatch: every binding run as its own Bind (`call`: authorization, fencing, audit, each
-        its own answer), concurrently, so the store can group-commit them; the batch is admitted by
-        the overload gate once. Refused as a whole only before any binding ran."""
-        method = f"{SERVICE}/BindBatch"
-        if isinstance(request, Undecodable):
-            await context.abort(*request.status())
-            return b""  # abort raises; this line is for the type checker
-        binds = request.binds
-        if len(binds) > MAX_BIND_BATCH:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"binds: at most {MAX_BIND_BATCH} bindings in one BindBatch call, got {len(binds)}",
-            )
-        gate = self.flowcontrol
-        ident: Identity | None = None
-        try:
-            ident = self.authn.identify(context)
-            if not binds:
-                return b""
-            if not self.ready.is_set():
-                await self.ready.wait()
-            seat = await gate.admit(ident, "Bind", binds[0]) if gate is not None else None
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # refused before any binding ran: each is a refused write
-            if self.audit is not None:
-                code, message = error_status(e, method)
-                for item in binds:
-                    _record_refusal(self.audit, "Bind", ident, item, code, message)
-            await _abort(context, e, method)
-            return b""  # abort raises; this line is for the type checker
-        try:
-            results = await asyncio.gather(*(self._bind_result(ident, item) for item in binds))
-        finally:
-            if gate is not None:
-                gate.release(seat)
-        revision = max(rev for _, rev in results)
-        context.set_trailing_metadata(((REVISION_TRAILER, str(revision)),))
-        return wire.bind_batch_response(data for data, _ in results)
+    def _batch(self, name: str, items_field: str) -> Callable[[Any, Context], Awaitable[bytes]]:
+        """The handler of a batch call (BindBatch, CreateBatch): every item run as its own call of
+        verb `name` (`call`: authorization, admission, fencing, audit, each its own answer),
+        concurrently, so the store can group-commit them; the batch is admitted by the overload
+        gate once. Refused as a whole only before any item ran."""
+        method = f"{SERVICE}/{name}Batch"
 
-    async def _bind_result(self, ident: Identity, request: pb.BindRequest) -> tuple[bytes, int]:
-        """One binding of a batch: its serialized BindResult and the revision it reflects."""
+        async def handler(request: Any, context: Context) -> bytes:
+            if isinstance(request, Undecodable):
+                await context.abort(*request.status())
+                return b""  # abort raises; this line is for the type checker
+            items = getattr(request, items_field)
+            if len(items) > MAX_BATCH:
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"{items_field}: at most {MAX_BATCH} items in one {name}Batch call, got {len(items)}",
+                )
+            gate = self.flowcontrol
+            ident: Identity | None = None
+            try:
+                ident = self.authn.identify(context)
+                if not items:
+                    return b""
+                if not self.ready.is_set():
+                    await self.ready.wait()
+                seat = await gate.admit(ident, name, items[0]) if gate is not None else None
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # refused before any item ran: each is a refused write
+                if self.audit is not None:
+                    code, message = error_status(e, method)
+                    for item in items:
+                        _record_refusal(self.audit, name, ident, item, code, message)
+                await _abort(context, e, method)
+                return b""  # abort raises; this line is for the type checker
+            try:
+                results = await asyncio.gather(
+                    *(self._item_result(name, method, ident, item) for item in items)
+                )
+            finally:
+                if gate is not None:
+                    gate.release(seat)
+            revision = max(rev for _, rev in results)
+            context.set_trailing_metadata(((REVISION_TRAILER, str(revision)),))
+            return wire.batch_response(data for data, _ in results)
+
+        handler.__name__ = f"{name}Batch"
+        return handler
+
+    async def _item_result(self, name: str, method: str, ident: Identity, request: Any) -> tuple[bytes, int]:
+        """One item of a batch: its serialized BatchResult and the revision it reflects."""
         try:
-            data, rev = await self.call("Bind", ident, request, gated=False)
+            data, rev = await self.call(name, ident, request, gated=False)
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            code, message = error_status(e, f"{SERVICE}/BindBatch")
-            return wire.bind_result(b"", code.value[0], message, ""), 0
-        return wire.bind_result(data, 0, "", rev), rev
+            code, message = error_status(e, method)
+            return wire.batch_result(b"", code.value[0], message, ""), 0
+        return wire.batch_result(data, 0, "", rev), rev
 
     async def watch(self, request: pb.WatchRequest | Undecodable, context: Context) -> None:
         """Stream the watcher's batches with `context.write` (not a generator), so that a write the

@@ -151,15 +151,15 @@ def _read_varint(view: memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-_BIND_CODE_TAG = varint((2 << 3) | 0)  # BindResult.code: a varint field
+_RESULT_CODE_TAG = varint((2 << 3) | 0)  # BatchResult.code: a varint field
 
 
-def bind_result(obj_wire: bytes, code: int, message: str, revision: int | str) -> bytes:
-    """One serialized BindResult (proto/kse.proto): the bound pod's wire form, or an error's code
+def batch_result(obj_wire: bytes, code: int, message: str, revision: int | str) -> bytes:
+    """One serialized BatchResult (proto/kse.proto): the written object's wire form, or an error's code
     and message (obj_wire b"", code != 0)."""
     out = field(1, obj_wire) if obj_wire else b""
     if code:
-        out += _BIND_CODE_TAG + varint(code)
+        out += _RESULT_CODE_TAG + varint(code)
     if message:
         out += field(3, message.encode())
     if revision:
@@ -167,6 +167,7 @@ def bind_result(obj_wire: bytes, code: int, message: str, revision: int | str) -
     return out
 
 
-def bind_batch_response(results: Iterable[bytes]) -> bytes:
-    """A serialized BindBatchResponse of serialized BindResults, in order."""
+def batch_response(results: Iterable[bytes]) -> bytes:
+    """A serialized BindBatchResponse or CreateBatchResponse (the same wire form: field 1 repeated)
+    of serialized BatchResults, in order."""
     return b"".join(field(1, r) for r in results)

@@ -1491,7 +1491,7 @@ class BindBatchRequest(_message.Message):
     binds: _containers.RepeatedCompositeFieldContainer[BindRequest]
     def __init__(self, binds: _Optional[_Iterable[_Union[BindRequest, _Mapping]]] = ...) -> None: ...
 
-class BindResult(_message.Message):
+class BatchResult(_message.Message):
     __slots__ = ("object", "code", "message", "revision")
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
@@ -1506,8 +1506,20 @@ class BindResult(_message.Message):
 class BindBatchResponse(_message.Message):
     __slots__ = ("results",)
     RESULTS_FIELD_NUMBER: _ClassVar[int]
-    results: _containers.RepeatedCompositeFieldContainer[BindResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[BindResult, _Mapping]]] = ...) -> None: ...
+    results: _containers.RepeatedCompositeFieldContainer[BatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchResult, _Mapping]]] = ...) -> None: ...
+
+class CreateBatchRequest(_message.Message):
+    __slots__ = ("creates",)
+    CREATES_FIELD_NUMBER: _ClassVar[int]
+    creates: _containers.RepeatedCompositeFieldContainer[WriteRequest]
+    def __init__(self, creates: _Optional[_Iterable[_Union[WriteRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchResult, _Mapping]]] = ...) -> None: ...
 
 class EvictRequest(_message.Message):
     __slots__ = ("namespace", "name", "fence", "grace_period_seconds", "dry_run", "resource_version", "uid")

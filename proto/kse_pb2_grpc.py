@@ -83,6 +83,11 @@ class ResourcesStub:
                 request_serializer=proto_dot_kse__pb2.BindBatchRequest.SerializeToString,
                 response_deserializer=proto_dot_kse__pb2.BindBatchResponse.FromString,
                 _registered_method=True)
+        self.CreateBatch = channel.unary_unary(
+                '/kse.v1.Resources/CreateBatch',
+                request_serializer=proto_dot_kse__pb2.CreateBatchRequest.SerializeToString,
+                response_deserializer=proto_dot_kse__pb2.CreateBatchResponse.FromString,
+                _registered_method=True)
         self.Evict = channel.unary_unary(
                 '/kse.v1.Resources/Evict',
                 request_serializer=proto_dot_kse__pb2.EvictRequest.SerializeToString,
@@ -156,6 +161,13 @@ class ResourcesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateBatch(self, request, context):
+        """Many creates at once (see CreateBatchRequest), with the same whole-call status as BindBatch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Evict(self, request, context):
         """pods/eviction: deletes the pod (no disruption budgets are modelled).
         """
@@ -210,6 +222,11 @@ def add_ResourcesServicer_to_server(servicer, server):
                     servicer.BindBatch,
                     request_deserializer=proto_dot_kse__pb2.BindBatchRequest.FromString,
                     response_serializer=proto_dot_kse__pb2.BindBatchResponse.SerializeToString,
+            ),
+            'CreateBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateBatch,
+                    request_deserializer=proto_dot_kse__pb2.CreateBatchRequest.FromString,
+                    response_serializer=proto_dot_kse__pb2.CreateBatchResponse.SerializeToString,
             ),
             'Evict': grpc.unary_unary_rpc_method_handler(
                     servicer.Evict,
@@ -464,6 +481,33 @@ class Resources:
             '/kse.v1.Resources/BindBatch',
             proto_dot_kse__pb2.BindBatchRequest.SerializeToString,
             proto_dot_kse__pb2.BindBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kse.v1.Resources/CreateBatch',
+            proto_dot_kse__pb2.CreateBatchRequest.SerializeToString,
+            proto_dot_kse__pb2.CreateBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

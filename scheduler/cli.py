@@ -252,8 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="send the binds in flight together as BindBatch calls, each bind still its own "
-        "(kse/client/bindbatch.py); --no-batch-binds: one Bind call per pod, as upstream "
+        "(kse/client/batcher.py); --no-batch-binds: one Bind call per pod, as upstream "
         "(default: on)",
+    )
+    sch.add_argument(
+        "--batch-events",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send the Events being recorded at once together as CreateBatch calls, each still its "
+        "own create (kse/client/batcher.py); --no-batch-events: one Create call per Event (default: on)",
     )
     sch.add_argument(
         "--gc-freeze",
@@ -422,7 +429,13 @@ async def serve(
 
     def clientset(channel: ChannelSource, user_agent: str) -> Clientset:
         limiter = TokenBucketRateLimiter(qps, burst, on_wait=lambda s: metrics.observe_rate_limiter(host, s))
-        cs = Clientset(channel, rate_limiter=limiter, user_agent=user_agent, batch_binds=args.batch_binds)
+        cs = Clientset(
+            channel,
+            rate_limiter=limiter,
+            user_agent=user_agent,
+            batch_binds=args.batch_binds,
+            batch_creates=args.batch_events,
+        )
         cs.metrics.observers.append(
             lambda verb, res, code, s: metrics.observe_request(host, verb, res, code, s)
         )

@@ -53,6 +53,7 @@ _RESPONSES: dict[str, type[Message]] = {
     "Delete": pb.Object,
     "Bind": pb.Object,
     "BindBatch": pb.BindBatchResponse,
+    "CreateBatch": pb.CreateBatchResponse,
     "Evict": pb.Object,
 }
 
@@ -85,12 +86,12 @@ class GrpcDoor:
                 data = await call(payload, timeout=self.deadline)
                 if req.method in _RESPONSES:
                     answer = _RESPONSES[req.method].FromString(data)  # the answer must decode
-                    if isinstance(answer, pb.BindBatchResponse):
-                        # Each binding's own answer is judged as a Bind call's would be.
+                    if isinstance(answer, pb.BindBatchResponse | pb.CreateBatchResponse):
+                        # Each item's own answer is judged as its unary call's would be.
                         for result in answer.results:
                             if result.code in _INTERNAL_CODES:
                                 code_name = _INTERNAL_CODES[result.code]
-                                detail = f"in a BindBatch result: {result.message}"
+                                detail = f"in a {req.method} result: {result.message}"
                                 return Answer(code_name, detail, elapsed=time.monotonic() - start)
             return Answer("OK", elapsed=time.monotonic() - start)
         except grpc.aio.AioRpcError as e:

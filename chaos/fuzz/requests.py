@@ -23,8 +23,9 @@ from proto import kse_pb2 as pb
 
 IDENTITIES = ("admin", "workload", "scheduler", "node", "chaos")
 GRPC_METHODS = (
-    "Get", "List", "Watch", "Create", "Update", "UpdateStatus", "Delete", "Bind", "BindBatch", "Evict",
-)
+    "Get", "List", "Watch", "Create", "Update", "UpdateStatus", "Delete", "Bind", "BindBatch", "CreateBatch",
+    "Evict",
+)  # fmt: skip
 SERVICE = "/kse.v1.Resources/"
 HUGE_CONTINUE = "OTk5OTk5OTk5OTk5OTk5OTk5OTkvZnV6ei9h"  # a continue token whose revision is past int64
 PATCH_TYPES = (
@@ -232,6 +233,23 @@ def _grpc_message(rng: random.Random, method: str) -> tuple[Message, str]:
         msg = pb.BindBatchRequest(
             binds=[_bind_request(rng, values.namespace(rng), values.name(rng)) for _ in range(count)]
         )
+    elif method == "CreateBatch":
+        # A few creates of any kind: the first fuzzed as a Create's object is, the rest valid (so a
+        # batch costs the server what a few Create calls do); sometimes none, sometimes past the
+        # server's 1000 (refused as a whole before any create runs, so those may be one tiny object).
+        count = rng.choice((0, 1, 2, 5, 17, 1001))
+        creates = []
+        if count > 1000:
+            tiny = pb.Object(pod=pb.Pod(metadata=pb.ObjectMeta(namespace=ns, name=name)))
+            creates = [pb.WriteRequest(object=tiny)] * count
+        for i in range(count if count <= 1000 else 0):
+            kind = _kind(rng)
+            if i == 0:
+                obj, _note = _grpc_object(rng, kind)
+            else:
+                obj = protogen.object_of(kind, values.valid_object(rng, kind)) or pb.Object()
+            creates.append(pb.WriteRequest(object=obj, fence=_fence(rng), dry_run=rng.random() < 0.1))
+        msg = pb.CreateBatchRequest(creates=creates)
     else:  # Evict
         msg = pb.EvictRequest(
             namespace=ns,

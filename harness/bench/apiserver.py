@@ -10,7 +10,7 @@ temp dir, then measures in these phases:
     with a 256-byte value, for `duration` seconds, through `kse.etcdclient`.
 (b) `binds_per_s`: `pods` pods (and a few nodes) are pre-created, untimed; then every pod is bound,
     `inflight` binds at a time, as `system:kube-scheduler`, the way the scheduler binds: through a
-    clientset, whose binds in flight go as BindBatch calls (`kse.client.bindbatch`), each bind its
+    clientset, whose binds in flight go as BindBatch calls (`kse.client.batcher`), each bind its
     own CAS in the API server, group-committed (`apiserver_mock.storage.groupcommit`). With
     `--bind-call unary`, one raw `Bind` call per pod instead (the path before batching, and the
     HTTP door's shape). Only successful binds count; the window runs from the first call to the

@@ -21,7 +21,7 @@ class ApiServerBenchConfig:
     client_procs: int | None = None
     value_size: int = 256  # bytes per etcd value in the CAS phase
     # The bind phase's calls: "batch" through the clientset, as the scheduler binds (binds in
-    # flight coalesced into BindBatch calls, kse.client.bindbatch); "unary": one Bind per pod.
+    # flight coalesced into BindBatch calls, kse.client.batcher); "unary": one Bind per pod.
     bind_call: str = "batch"
     list_pods: int = 5000  # pods in the namespace LISTed over HTTP (topped up past `pods`)
     list_repeats: int = 10  # LISTs timed; http_list_ms_p50 is their median

@@ -95,6 +95,14 @@ def register_throughput(sub: SubParsers) -> argparse.ArgumentParser:
         help="with --e2e: pass ARG to the scheduler (repeatable)",
     )
     p.add_argument(
+        "--create-call",
+        choices=("batch", "unary"),
+        default="batch",
+        help="with --e2e: how this process creates the nodes and pods: 'batch' the creates in flight "
+        "coalesced into CreateBatch calls (kse.client.batcher), 'unary' one Create call each "
+        "(default %(default)s)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print one JSON object on stdout instead of a table (a list of them for a --nodes list)",

@@ -107,7 +107,7 @@ async def test_the_clientset_coalesces_concurrent_binds(apiserver: ApiServer) ->
         *(sched.pods.bind(binding(n, f"node-{i % 7}").binding) for i, n in enumerate(names))
     )
     assert [p.spec.node_name for p in bound] == [f"node-{i % 7}" for i in range(60)]
-    assert sched.bind_batcher.binds == 60 and sched.bind_batcher.calls < 60
+    assert sched.bind_batcher.items == 60 and sched.bind_batcher.calls < 60
     # Each bind is one request in the client's metrics, as a Bind call would be.
     assert sched.metrics.count("create", "pods/binding", "OK") == 60
     assert len({p.metadata.resource_version for p in bound}) < 60  # some shared one txn
