@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -130,6 +131,7 @@ _ACTION_NAMES = {
 }
 
 
+@functools.cache  # events are few and frozen; every pod add asks for its label
 def event_label(event: ClusterEvent) -> str:
     """As upstream ClusterEvent.Label(): the custom label, else resource + action."""
     if event.label:
@@ -204,6 +206,7 @@ class PriorityQueue:
         self._max_in_unschedulable = pod_max_in_unschedulable_pods_duration
         self._hints = _flatten(queueing_hints or {})
         self._hints_per_profile = {k: _flatten(v) for k, v in (queueing_hints_per_profile or {}).items()}
+        self._interest: dict[ClusterEvent, bool] = {}
         self._pre_enqueue: Mapping[str, PreEnqueueFn] = dict(pre_enqueue or {})
         self._pre_enqueue_per_profile = {k: dict(v) for k, v in (pre_enqueue_per_profile or {}).items()}
         self._plugin_events: dict[str, list[ClusterEvent]] = {}
@@ -497,11 +500,12 @@ class PriorityQueue:
         return self._hints_per_profile.get(pod.spec.scheduler_name, self._hints)
 
     def _is_event_of_interest(self, event: ClusterEvent) -> bool:
-        if is_wildcard(event):
-            return True
-        return any(
-            h.event.matches(event) for hs in [self._hints, *self._hints_per_profile.values()] for h in hs
-        )
+        known = self._interest.get(event)
+        if known is None:  # the hints are fixed at construction, so the answer is per event
+            known = self._interest[event] = is_wildcard(event) or any(
+                h.event.matches(event) for hs in [self._hints, *self._hints_per_profile.values()] for h in hs
+            )
+        return known
 
     def _is_pod_worth_requeuing(
         self, pinfo: QueuedPodInfo, event: ClusterEvent, old_obj: Any, new_obj: Any
