@@ -100,6 +100,13 @@ def _add_apiserver(sub: SubParsers) -> None:
         "flight coalesced into BindBatch calls), 'unary' one Bind call per pod (default %(default)s)",
     )
     p.add_argument(
+        "--write-call",
+        choices=("batch", "unary"),
+        default=d.write_call,
+        help="how the watch phase's writer creates: 'batch' through a clientset that coalesces the "
+        "creates in flight into CreateBatch calls, 'unary' one Create call per write (default %(default)s)",
+    )
+    p.add_argument(
         "--list-pods",
         type=_positive_int,
         default=d.list_pods,
@@ -136,6 +143,7 @@ def _run_apiserver(args: argparse.Namespace) -> int:
             rate=args.rate,
             client_procs=args.client_procs,
             bind_call=args.bind_call,
+            write_call=args.write_call,
             list_pods=args.list_pods,
             list_repeats=args.list_repeats,
             keep=args.keep,

@@ -23,6 +23,9 @@ class ApiServerBenchConfig:
     # The bind phase's calls: "batch" through the clientset, as the scheduler binds (binds in
     # flight coalesced into BindBatch calls, kse.client.batcher); "unary": one Bind per pod.
     bind_call: str = "batch"
+    # The watch phase's writer: "batch" through a clientset that coalesces the creates in flight
+    # into CreateBatch calls (kse.client.batcher); "unary": one raw Create call per write.
+    write_call: str = "batch"
     list_pods: int = 5000  # pods in the namespace LISTed over HTTP (topped up past `pods`)
     list_repeats: int = 10  # LISTs timed; http_list_ms_p50 is their median
     keep: bool = False  # keep the temp dir
@@ -35,8 +38,9 @@ class ApiServerBenchConfig:
         for name in ("pods", "inflight", "watchers", "nodes", "value_size", "list_pods", "list_repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.bind_call not in ("batch", "unary"):
-            raise ValueError(f"bind_call must be 'batch' or 'unary', got {self.bind_call!r}")
+        for name in ("bind_call", "write_call"):
+            if getattr(self, name) not in ("batch", "unary"):
+                raise ValueError(f"{name} must be 'batch' or 'unary', got {getattr(self, name)!r}")
         if self.client_procs is not None and self.client_procs < 1:
             raise ValueError(f"client_procs must be >= 1 (or None: auto), got {self.client_procs}")
         if self.inflight < (self.client_procs or 2):

@@ -404,6 +404,10 @@ def print_report(result: dict[str, Any], as_json: bool) -> None:
         ("attempts", json.dumps(result["attempts"])),
         ("CPU % of one core (other: the rest of the machine)", json.dumps(result["cpu_percent"])),
         ("CPU ms per pod", json.dumps(result["cpu_ms_per_pod"])),
+        (
+            "peak RSS MiB scheduler / API server / etcd",
+            f"{result['rss_mib']} / {result['apiserver_rss_mib']} / {result['etcd_rss_mib']}",
+        ),
         ("projected pods/s, 2 idle cores", f"{result['projected_pods_per_s_2_cores']:.1f}"),
         ("load average (1 min)", f"{result['loadavg_1m']:.2f}"),
     ]
