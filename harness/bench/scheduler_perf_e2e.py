@@ -93,7 +93,8 @@ class E2ECluster:
         )
         await launcher.start(api)
         channel = await self._stack.enter_async_context(secure_channel(api.connection("admin")))
-        self.cs = Clientset(channel, qps=0)
+        # Pods and nodes are created many at once: those in flight go as CreateBatch calls.
+        self.cs = Clientset(channel, qps=0, batch_creates=True)
         self.sched = SchedulerProcess(api, pki.dir, data, self.scheduler_args)
         await launcher.start(self.sched)
         await self.sched.wait_synced()
