@@ -195,6 +195,7 @@ class FakeEvents:
 class FakeClientset:
     def __init__(self) -> None:
         self.events = FakeEvents()
+        self.batch_creates = False
 
 
 async def test_repeated_events_are_aggregated_into_a_count() -> None:
