@@ -407,3 +407,14 @@ def test_parse_matches_a_reference_model(sign: str, whole: str, frac: str | None
         nanos = min(nanos, MAX * 10**9)
     expected = Fraction(nanos, 10**9) * (-1 if sign == "-" else 1)
     assert parse_quantity(text) == expected
+
+
+def test_a_parsed_quantity_is_the_same_whether_or_not_it_was_parsed_before() -> None:
+    # parse_quantity caches per string; the cached value must be the exact one, every time.
+    for text in ("100m", "500Mi", "1.5Gi", "0.1", "-2k", "1e3"):
+        first, again = parse_quantity(text), parse_quantity(text)
+        assert first == again == Fraction(nano_value(text), 10**9)
+    with pytest.raises(QuantityError):
+        parse_quantity("1.5.5")
+    with pytest.raises(QuantityError):  # an error is not cached as a value either
+        parse_quantity("1.5.5")
