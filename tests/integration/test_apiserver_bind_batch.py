@@ -13,7 +13,14 @@ from kse.audit import read_audit_log
 from kse.client.clientset import Clientset
 from kse.client.errors import ConflictError, FencedError, NotFoundError
 from proto import kse_pb2 as pb
-from tests.fixtures.apiserver import ApiServer, ApiServerFactory, make_pod, rpc_error, trailing_revision
+from tests.fixtures.apiserver import (
+    ApiServer,
+    ApiServerFactory,
+    make_pod,
+    rpc_error,
+    stale_scheduler_fence,
+    trailing_revision,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -121,13 +128,7 @@ async def test_the_clientset_coalesces_concurrent_binds(apiserver: ApiServer) ->
 
 async def test_a_stale_fence_refuses_every_binding_of_the_batch(apiserver: ApiServer) -> None:
     admin = Clientset(await apiserver.channel("admin"), qps=0, burst=1)
-    lease = pb.Lease(metadata=pb.ObjectMeta(name="kube-scheduler", namespace="kube-system"))
-    lease.spec.holder_identity = "new-leader"
-    lease.spec.lease_transitions = 2
-    await admin.leases.create(lease)
-    stale = pb.FenceToken(
-        lease_namespace="kube-system", lease_name="kube-scheduler", holder_identity="old", lease_transitions=1
-    )
+    stale = await stale_scheduler_fence(admin)
     for i in range(5):
         await admin.pods.create(make_pod(f"z{i}").pod)
     sched = Clientset(await apiserver.channel("scheduler-1"), qps=0, burst=1)

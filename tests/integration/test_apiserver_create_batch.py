@@ -15,7 +15,14 @@ from kse.client.clientset import Clientset
 from kse.client.errors import AlreadyExistsError, FencedError, InvalidError
 from kse.events import BATCHED_WRITERS, NORMAL, UNBATCHED_WRITERS, EventRecorder
 from proto import kse_pb2 as pb
-from tests.fixtures.apiserver import ApiServer, ApiServerFactory, make_pod, rpc_error, trailing_revision
+from tests.fixtures.apiserver import (
+    ApiServer,
+    ApiServerFactory,
+    make_pod,
+    rpc_error,
+    stale_scheduler_fence,
+    trailing_revision,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -138,13 +145,7 @@ async def test_the_clientset_coalesces_concurrent_creates_when_asked(apiserver: 
 
 async def test_a_stale_fence_refuses_every_create_of_the_batch(apiserver: ApiServer) -> None:
     admin = Clientset(await apiserver.channel("admin"), qps=0, burst=1)
-    lease = pb.Lease(metadata=pb.ObjectMeta(name="kube-scheduler", namespace="kube-system"))
-    lease.spec.holder_identity = "new-leader"
-    lease.spec.lease_transitions = 2
-    await admin.leases.create(lease)
-    stale = pb.FenceToken(
-        lease_namespace="kube-system", lease_name="kube-scheduler", holder_identity="old", lease_transitions=1
-    )
+    stale = await stale_scheduler_fence(admin)
     sched = Clientset(await apiserver.channel("scheduler-1"), qps=0, burst=1, batch_creates=True)
     results = await asyncio.gather(
         *(sched.events.create(event(f"ev{i}").event, fence=stale) for i in range(5)),
