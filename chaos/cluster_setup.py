@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from kse.objects.disruption import is_pod_ready
+
 if TYPE_CHECKING:
     from kse.client.clientset import Clientset
     from proto import kse_pb2 as pb
@@ -55,11 +57,14 @@ async def final_state(
     stop_workload: Callable[[], Awaitable[object]] | None,
     settle_s: float,
     young_s: float = 0.0,
+    until_ready: bool = False,
     say: Callable[[str], None] = lambda _m: None,
 ) -> tuple[list[pb.Pod], list[pb.Node], float, int]:
     """Stop the workload (if we own it), give the leader up to `settle_s` to bind what is pending,
     then list pods and nodes; returns them, the wall-clock time the pods were listed at, and the
     list's revision (a pod created after it cannot be in the snapshot: `no_pod_vanished`).
+    `until_ready`: also wait (within `settle_s`) until every bound pod that is not terminating is
+    Ready, for a measurement that ends when the workload is whole again (`kse bench drain`).
 
     With a workload still running (attached to a cluster we did not start), pods keep arriving:
     pending pods younger than `young_s` (by creationTimestamp) are not waited for; the checker is
@@ -80,10 +85,16 @@ async def final_state(
             and not p.metadata.deletion_timestamp
             and (not young_s or (created_ts(p) or 0.0) < cutoff)
         ]
-        if not pending or time.monotonic() >= deadline:
+        unready = [
+            p for p in pods if until_ready and p.spec.node_name and not p.metadata.deletion_timestamp
+            and not is_pod_ready(p)
+        ]  # fmt: skip
+        if not (pending or unready) or time.monotonic() >= deadline:
             break
         await asyncio.sleep(0.2)
     if pending:
         say(f"{len(pending)} pods still pending after {settle_s:g}s")
+    if unready:
+        say(f"{len(unready)} bound pods still not Ready after {settle_s:g}s")
     nodes = (await clientset.nodes.list_all("")).items
     return pods, nodes, listed_at, int(listed.resource_version or 0)

@@ -251,8 +251,16 @@ async def run(
             f"drain: {cfg.drained} of {cfg.nodes} nodes, batches of {cfg.batch}, {cfg.deployments} "
             f"deployments x {cfg.per_deployment} ({cfg.pdb}); data under {tmp}"
         )
+        # The measurement ends when the workload is whole again: every evicted pod's replacement
+        # bound and Ready (reschedule_ms), within 30 s; a quiet machine is there in about 2 s.
         drive = Drive(
-            schedule=[fault], duration=0.1, seed=cfg.seed, say=say, settle_s=2.0, deployments=cfg.workload()
+            schedule=[fault],
+            duration=0.1,
+            seed=cfg.seed,
+            say=say,
+            settle_s=30.0,
+            settle_until_ready=True,
+            deployments=cfg.workload(),
         )
         history = await drive_cluster(
             cluster, drive, plan.data_dir / "chaos" / "drain", lease_duration=plan.election.lease_duration

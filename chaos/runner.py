@@ -435,6 +435,7 @@ class Drive:
         renew_deadline: float = 10.0,
         say: Callable[[str], None] = progress,
         settle_s: float = SETTLE_S,
+        settle_until_ready: bool = False,
         observer: DriveObserver | None = None,
         deployments: Sequence[DeploymentSpec] = (),
         guard: SafetyGuard | None = None,
@@ -448,6 +449,7 @@ class Drive:
         self.renew_deadline = renew_deadline
         self._say = say
         self.settle_s = settle_s
+        self.settle_until_ready = settle_until_ready  # see cluster_setup.final_state
         self.observer: DriveObserver = observer or _NoObserver()
         self.deployments = list(deployments)  # created (and available) before t=0
         # Fed the runner's pod and node events as they come (`kse chaos soak` checks as it goes).
@@ -571,6 +573,7 @@ class Drive:
                     stop_workload=stop_workload,
                     settle_s=self.settle_s,
                     young_s=young_s,
+                    until_ready=self.settle_until_ready,
                     say=self.say,
                 )
                 pdbs = (await clientset.pod_disruption_budgets.list_all("")).items
