@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from kse.objects.disruption import is_pod_ready
-
 if TYPE_CHECKING:
     from kse.client.clientset import Clientset
     from proto import kse_pb2 as pb
@@ -70,6 +68,8 @@ async def final_state(
     pending pods younger than `young_s` (by creationTimestamp) are not waited for; the checker is
     told the same (`check(..., young_after=...)`).
     """
+    from kse.objects.disruption import is_pod_ready  # here: importing this module stays light
+
     if stop_workload is not None:
         await stop_workload()
     deadline = time.monotonic() + settle_s
