@@ -85,10 +85,13 @@ async def final_state(
             and not p.metadata.deletion_timestamp
             and (not young_s or (created_ts(p) or 0.0) < cutoff)
         ]
-        unready = [
-            p for p in pods if until_ready and p.spec.node_name and not p.metadata.deletion_timestamp
-            and not is_pod_ready(p)
-        ]  # fmt: skip
+        unready: list[pb.Pod] = []
+        if until_ready:
+            unready = [
+                p
+                for p in pods
+                if p.spec.node_name and not p.metadata.deletion_timestamp and not is_pod_ready(p)
+            ]
         if not (pending or unready) or time.monotonic() >= deadline:
             break
         await asyncio.sleep(0.2)

@@ -242,13 +242,14 @@ def _grpc_message(rng: random.Random, method: str) -> tuple[Message, str]:
         if count > 1000:
             tiny = pb.Object(pod=pb.Pod(metadata=pb.ObjectMeta(namespace=ns, name=name)))
             creates = [pb.WriteRequest(object=tiny)] * count
-        for i in range(count if count <= 1000 else 0):
-            kind = _kind(rng)
-            if i == 0:
-                obj, _note = _grpc_object(rng, kind)
-            else:
-                obj = protogen.object_of(kind, values.valid_object(rng, kind)) or pb.Object()
-            creates.append(pb.WriteRequest(object=obj, fence=_fence(rng), dry_run=rng.random() < 0.1))
+        else:
+            for i in range(count):
+                kind = _kind(rng)
+                if i == 0:
+                    obj, _note = _grpc_object(rng, kind)
+                else:
+                    obj = protogen.object_of(kind, values.valid_object(rng, kind)) or pb.Object()
+                creates.append(pb.WriteRequest(object=obj, fence=_fence(rng), dry_run=rng.random() < 0.1))
         msg = pb.CreateBatchRequest(creates=creates)
     else:  # Evict
         msg = pb.EvictRequest(

@@ -376,9 +376,7 @@ class ResourceClient(Generic[T]):
     async def _write(
         self, verb: str, label: str, method: str, obj: T, fence: pb.FenceToken | None, dry_run: bool
     ) -> T:
-        req = pb.WriteRequest(object=wrap(obj), dry_run=dry_run)
-        if fence is not None:
-            req.fence.CopyFrom(fence)
+        req = _write_request(obj, fence, dry_run)
         out = await self._clientset._unary(verb, label, method, req, idempotent=False)
         return self._unwrap(out)
 
@@ -387,9 +385,7 @@ class ResourceClient(Generic[T]):
         if batcher is None:
             return await self._write("create", self.resource, "Create", obj, fence, dry_run)
         # Coalesced with the other creates of this resource in flight (kse.client.batcher).
-        req = pb.WriteRequest(object=wrap(obj))
-        if fence is not None:
-            req.fence.CopyFrom(fence)
+        req = _write_request(obj, fence, dry_run=False)
         await self._clientset.rate_limiter.acquire()  # one token per create, as a unary call takes
         return self._unwrap(await batcher.send(req))
 
@@ -481,6 +477,13 @@ class ClusterResourceClient(ResourceClient[T]):
             fence=fence,
             grace_period_seconds=grace_period_seconds,
         )
+
+
+def _write_request(obj: Message, fence: pb.FenceToken | None, dry_run: bool) -> pb.WriteRequest:
+    req = pb.WriteRequest(object=wrap(obj), dry_run=dry_run)
+    if fence is not None:
+        req.fence.CopyFrom(fence)
+    return req
 
 
 class PodsClient(NamespacedResourceClient[pb.Pod]):
