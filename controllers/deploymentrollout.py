@@ -68,9 +68,19 @@ def max_scaled_down(all_rss: Sequence[pb.ReplicaSet], new_rs: pb.ReplicaSet, d: 
 Plan = list[tuple[pb.ReplicaSet, int]]  # (a ReplicaSet as it is, its new size), in order
 
 
+class InvalidScaleDown(Exception):
+    """The cleanup would scale an old ReplicaSet *up*: its status counts more available pods
+    than its spec asks for (the ReplicaSet controller has not yet deleted the pods of a
+    scale-down it has not observed). Upstream returns this as a sync error so the deployment is
+    retried once the status catches up; acting on it would re-create pods just being removed
+    and overshoot maxSurge (seen right after a controller-manager leader change)."""
+
+
 def unhealthy_cleanup_plan(old_rss: Sequence[pb.ReplicaSet], max_cleanup: int) -> Plan:
     """cleanupUnhealthyReplicas: remove old replicas that are not available (they cost no
-    availability), oldest ReplicaSet first, at most `max_cleanup`."""
+    availability), oldest ReplicaSet first, at most `max_cleanup`. Raises InvalidScaleDown as
+    upstream does (`pkg/controller/deployment/rolling.go`) when a ReplicaSet reports more
+    available pods than its size."""
     plan: Plan = []
     total = 0
     for rs in du.by_creation_timestamp(old_rss):
@@ -79,6 +89,11 @@ def unhealthy_cleanup_plan(old_rss: Sequence[pb.ReplicaSet], max_cleanup: int) -
         if rs.spec.replicas == 0 or rs.spec.replicas == rs.status.available_replicas:
             continue
         count = min(max_cleanup - total, rs.spec.replicas - rs.status.available_replicas)
+        if count < 0:
+            raise InvalidScaleDown(
+                "when cleaning up unhealthy replicas, got invalid request to scale down "
+                f"{rs.metadata.namespace}/{rs.metadata.name} {rs.spec.replicas} -> {rs.spec.replicas - count}"
+            )
         plan.append((rs, rs.spec.replicas - count))
         total += count
     return plan

@@ -6,6 +6,7 @@ import pytest
 
 from controllers import deploymentutil as du
 from controllers.deploymentrollout import (
+    InvalidScaleDown,
     new_replica_set_target,
     old_replica_sets_plan,
     rolling_scale_down_plan,
@@ -61,6 +62,18 @@ def test_cleanup_unhealthy_replicas(ready: int, max_cleanup: int, want: int) -> 
     old = replica_set("foo-v2", 10, available=ready)
     plan = unhealthy_cleanup_plan([old], max_cleanup)
     assert sum(rs.spec.replicas - n for rs, n in plan) == want
+
+
+def test_cleanup_refuses_to_scale_an_old_replica_set_up() -> None:
+    """A status that still counts the pods of an unobserved scale-down (available 3 of spec 1)
+    must not turn the cleanup into a scale-up: upstream returns an error and retries. The state
+    is one a controller-manager saw right after a leader change, when acting on it took the
+    rollout to 11 active pods against replicas 6 + maxSurge 2."""
+    d = deployment(6, surge=2, unavailable=1)
+    new_rs = replica_set("foo-new", 6, available=5)
+    old_rs = replica_set("foo-old", 1, OLD, available=3)
+    with pytest.raises(InvalidScaleDown, match=r"default/foo-old 1 -> 3"):
+        old_replica_sets_plan([old_rs, new_rs], [old_rs], new_rs, d)
 
 
 @pytest.mark.parametrize(
