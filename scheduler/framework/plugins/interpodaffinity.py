@@ -622,9 +622,14 @@ class InterPodAffinity:
         snapshot's nodes are kept up to date incrementally (`Aggregate`: only nodes changed since
         the last pod of this namespace and labels are rescanned); the snapshot's list of nodes
         with such pods would not do, as it changes with every such pod bound."""
+        lister = self._lister()
+        if not lister.have_pods_with_required_anti_affinity_list():
+            # No existing pod has a required anti-affinity term (upstream's loop runs over this
+            # list): nothing to count or refuse. The aggregate catches up on the nodes changed
+            # meanwhile by their generations when such a pod appears.
+            return None
         pod, labels = pod_info.pod, pod_info.labels
         key = ("existing", pod.metadata.namespace, frozenset(labels.items()))
-        lister = self._lister()
         agg = self._aggregate(key)
         all_nodes = lister.list()
         if not agg.tracks(all_nodes):

@@ -499,3 +499,14 @@ def test_existing_anti_affinity_and_its_refusals_follow_the_cluster_across_cycle
     n2.add_pod(pod("guard2", "n2", required=[(ANTI, term(sel(key="app", values=["web"]), ZONE))]))
     changed(0, 1)
     assert cycle() == [True, False]
+    # No pod with required anti-affinity left: the cycles skip the sums (the snapshot's list is
+    # empty); the nodes changed meanwhile are caught up once such a pod appears again.
+    n2.remove_pod(n2.pods_with_required_anti_affinity[0])
+    changed(1)
+    assert cycle() == [True, True]
+    n2.add_pod(pod("filler", "n2", {"app": "db"}))
+    changed(1)
+    assert cycle() == [True, True]
+    n1.add_pod(pod("guard3", "n1", required=[(ANTI, term(sel(key="app", values=["web"]), ZONE))]))
+    changed(0)
+    assert cycle() == [False, True]
