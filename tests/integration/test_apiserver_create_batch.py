@@ -143,6 +143,27 @@ async def test_the_clientset_coalesces_concurrent_creates_when_asked(apiserver: 
     assert batcher.items == 62
 
 
+async def test_one_batch_is_in_flight_unless_a_full_one_waits(apiserver: ApiServer) -> None:
+    """Calls arriving while a batch is in flight wait for it and go as the next batch (a second
+    sender taking them at once would halve the batches); a second batch goes out early only when
+    a full one is waiting."""
+    cs = Clientset(await apiserver.channel("admin"), qps=0, burst=1, batch_creates=True)
+    batcher = cs.create_batcher("pods")
+    assert batcher is not None and batcher.max_inflight == 2
+    first = asyncio.create_task(cs.pods.create(make_pod("first").pod))
+    while batcher.calls == 0:  # noqa: ASYNC110 (a few loop turns: the sender takes "first" and sends it)
+        await asyncio.sleep(0)
+    more = await asyncio.gather(*(cs.pods.create(make_pod(f"more-{i}").pod) for i in range(5)))
+    await first
+    assert [p.metadata.name for p in more] == [f"more-{i}" for i in range(5)]
+    assert batcher.peak_inflight == 1 and batcher.items == 6
+
+    batcher.max_batch = 10
+    created = await asyncio.gather(*(cs.pods.create(make_pod(f"full-{i}").pod) for i in range(30)))
+    assert len(created) == 30 and batcher.items == 36
+    assert batcher.peak_inflight == 2  # full batches were waiting
+
+
 async def test_a_stale_fence_refuses_every_create_of_the_batch(apiserver: ApiServer) -> None:
     admin = Clientset(await apiserver.channel("admin"), qps=0, burst=1)
     stale = await stale_scheduler_fence(admin)
