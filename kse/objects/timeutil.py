@@ -52,7 +52,7 @@ _last_second: tuple[int, str] = (0, "1970-01-01T00:00:00")
 
 
 def _second_text(second: int) -> str:
-    """ "YYYY-MM-DDTHH:MM:SS" (UTC) of a whole second since the epoch."""
+    """The text "YYYY-MM-DDTHH:MM:SS" (UTC) of a whole second since the epoch."""
     global _last_second
     last = _last_second
     if last[0] == second:
