@@ -173,11 +173,14 @@ def _weighted(pod: pb.Pod, terms: Iterable[pb.WeightedPodAffinityTerm]) -> tuple
     return tuple(WeightedAffinityTerm(new_affinity_term(pod, t.pod_affinity_term), t.weight) for t in terms)
 
 
+_NO_TERMS = PodTerms()  # frozen: shared by every pod without affinity (the cache holds them all)
+
+
 def parse_pod_terms(pod: pb.Pod) -> PodTerms:
     """Every affinity term of the pod (upstream PodInfo.Update)."""
     spec = pod.spec
     if not spec.HasField("affinity"):
-        return PodTerms()
+        return _NO_TERMS
     aff = spec.affinity
     errors: list[str] = []
     out: dict[str, Any] = {}

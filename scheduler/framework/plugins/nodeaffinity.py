@@ -53,6 +53,7 @@ from scheduler.framework.types import (
 )
 
 NAME = "NodeAffinity"
+_PREFERRED_KEY = NAME + "/preferred"  # one string, not one per pod (PodInfo.derived's key)
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
@@ -79,7 +80,7 @@ class _PreScoreState:
 def _pod_preferred(pod_info: PodInfo) -> PreferredSchedulingTerms | None:
     """The pod's preferred terms, parsed once per PodInfo; raises SelectorError (ValueError) on an
     invalid term, as upstream's getPodPreferredNodeAffinity returns an error."""
-    got = pod_info.derived.get(NAME + "/preferred", False)
+    got = pod_info.derived.get(_PREFERRED_KEY, False)
     if got is False:
         spec = pod_info.pod.spec
         got = None
@@ -87,7 +88,7 @@ def _pod_preferred(pod_info: PodInfo) -> PreferredSchedulingTerms | None:
             terms = spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
             if terms:
                 got = PreferredSchedulingTerms(terms)
-        pod_info.derived[NAME + "/preferred"] = got
+        pod_info.derived[_PREFERRED_KEY] = got
     return got  # type: ignore[no-any-return]
 
 

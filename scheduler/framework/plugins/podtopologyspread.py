@@ -81,6 +81,9 @@ ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing 
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
+# PodInfo.derived keys of the parsed constraints, one string object each: a key built per pod
+# would be stored per pod (~80 bytes each, for every pod the scheduler's cache holds).
+_CONSTRAINTS_KEYS = {action: f"{NAME}/{action}" for action in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)}
 HONOR = "Honor"
 IGNORE = "Ignore"
 SYSTEM_DEFAULTING = "System"
@@ -326,7 +329,7 @@ class PodTopologySpread:
     ) -> tuple[TopologySpreadConstraint, ...]:
         """The pod's constraints for `action`, or the default ones when it has none; cached per
         PodInfo. Raises ValueError on an invalid selector."""
-        key = f"{NAME}/{action}"
+        key = _CONSTRAINTS_KEYS.get(action) or f"{NAME}/{action}"
         got = pod_info.derived.get(key)
         if got is None:
             spec_constraints = pod_info.pod.spec.topology_spread_constraints

@@ -56,7 +56,7 @@ _VOLUME_SOURCES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def unsupported_features(pod: pb.Pod) -> list[str]:
+def unsupported_features(pod: pb.Pod) -> tuple[str, ...]:
     """Every field of the pod that kse cannot honour, as '<path>: <why>'."""
     spec = pod.spec
     out: list[str] = []
@@ -75,7 +75,7 @@ def unsupported_features(pod: pb.Pod) -> list[str]:
             out.append(f"spec.{kind}[{i}].resources.claims: {_DRA}")
     if spec.resources.claims:
         out.append(f"spec.resources.claims: {_DRA}")
-    return out
+    return tuple(out)  # () for the usual pod: one shared empty tuple, not a list per pod
 
 
 class UnsupportedFeatures:
