@@ -124,9 +124,7 @@ def confirmed_pod_info(assumed: PodInfo, bound: pb.Pod) -> PodInfo:
     info = PodInfo(bound)
     old = assumed.pod
     if old.metadata.labels == bound.metadata.labels and _same_spec_but_node_name(old.spec, bound.spec):
-        for name, value in vars(assumed).items():
-            if name != "pod":
-                setattr(info, name, value)
+        info.carry_derived_from(assumed)
     return info
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from kse.objects import meta
@@ -162,7 +161,25 @@ class QueueingHint(enum.Enum):
     SKIP = "QueueSkip"
 
 
-@dataclass
+HostPorts = tuple[tuple[str, str, int], ...]
+_UNSET: Any = object()  # a lazy PodInfo attribute not computed yet (None is a value: start_epoch)
+
+# The lazily computed attributes of a PodInfo, each kept in the slot "_" + name.
+_LAZY = (
+    "uid_key",
+    "labels",
+    "requests",
+    "non_zero_requests",
+    "resource",
+    "host_ports",
+    "priority",
+    "start_epoch",
+    "has_affinity",
+    "has_required_anti_affinity",
+)
+
+
+@dataclass(slots=True)
 class PodInfo:
     """A pod plus what the scheduler derives from it once (requests, parsed affinity, ...).
 
@@ -172,10 +189,29 @@ class PodInfo:
     a new PodInfo (as upstream's PodInfo.Update does for anything but the identical pod).
     Plugins keep their own per-pod parsed data (tolerations, node affinity, ...) in `derived`,
     keyed by plugin name.
+
+    Slots, not functools.cached_property: the cache holds a PodInfo per pod, and cached values
+    filled in varying orders turned each instance's __dict__ into a full table of ~400 bytes.
     """
 
     pod: pb.Pod
     derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _uid_key: str = field(default=_UNSET, init=False, repr=False, compare=False)
+    _labels: dict[str, str] = field(default=_UNSET, init=False, repr=False, compare=False)
+    _requests: dict[str, int] = field(default=_UNSET, init=False, repr=False, compare=False)
+    _non_zero_requests: dict[str, int] = field(default=_UNSET, init=False, repr=False, compare=False)
+    _resource: PodResource = field(default=_UNSET, init=False, repr=False, compare=False)
+    _host_ports: HostPorts = field(default=_UNSET, init=False, repr=False, compare=False)
+    _priority: int = field(default=_UNSET, init=False, repr=False, compare=False)
+    _start_epoch: float | None = field(default=_UNSET, init=False, repr=False, compare=False)
+    _has_affinity: bool = field(default=_UNSET, init=False, repr=False, compare=False)
+    _has_required_anti_affinity: bool = field(default=_UNSET, init=False, repr=False, compare=False)
+
+    def carry_derived_from(self, other: PodInfo) -> None:
+        """Take over what `other` (a PodInfo of the same pod spec and labels) has computed."""
+        for name in _LAZY:
+            setattr(self, "_" + name, getattr(other, "_" + name))
+        self.derived = other.derived
 
     @property
     def key(self) -> str:
@@ -183,74 +219,106 @@ class PodInfo:
         md = self.pod.metadata
         return object_key(md.namespace, md.name)
 
-    @cached_property
+    @property
     def uid_key(self) -> str:
         """The key NodeInfo uses for the pod: its UID (upstream GetPodKey), else namespace/name."""
-        return meta.uid_key(self.pod)
+        got = self._uid_key
+        if got is _UNSET:
+            got = self._uid_key = meta.uid_key(self.pod)
+        return got
 
-    @cached_property
+    @property
     def labels(self) -> dict[str, str]:
-        return dict(self.pod.metadata.labels)
+        got = self._labels
+        if got is _UNSET:
+            got = self._labels = dict(self.pod.metadata.labels)
+        return got
 
-    @cached_property
+    @property
     def requests(self) -> dict[str, int]:
         """The pod's effective requests (cpu in millicores, everything else in units)."""
-        from scheduler.framework.nodeinfo import pod_requests_of
+        got = self._requests
+        if got is _UNSET:
+            from scheduler.framework.nodeinfo import pod_requests_of
 
-        return pod_requests_of(self.pod)
+            got = self._requests = pod_requests_of(self.pod)
+        return got
 
-    @cached_property
+    @property
     def non_zero_requests(self) -> dict[str, int]:
         """Requests with upstream's non-zero defaults (100m cpu, 200Mi memory) for containers
         that set none, as the scoring plugins use them."""
-        from scheduler.framework.nodeinfo import non_zero_pod_requests_of
+        got = self._non_zero_requests
+        if got is _UNSET:
+            from scheduler.framework.nodeinfo import non_zero_pod_requests_of
 
-        return non_zero_pod_requests_of(self.pod, self.requests)
+            got = self._non_zero_requests = non_zero_pod_requests_of(self.pod, self.requests)
+        return got
 
-    @cached_property
+    @property
     def resource(self) -> PodResource:
         """What adding this pod to a node adds to NodeInfo.requested / non_zero_requested."""
-        from scheduler.framework.nodeinfo import pod_resource_of
+        got = self._resource
+        if got is _UNSET:
+            from scheduler.framework.nodeinfo import pod_resource_of
 
-        return pod_resource_of(self)
+            got = self._resource = pod_resource_of(self)
+        return got
 
-    @cached_property
-    def host_ports(self) -> tuple[tuple[str, str, int], ...]:
+    @property
+    def host_ports(self) -> HostPorts:
         """(hostIP, protocol, hostPort) of every host port the pod uses, sanitized."""
-        from scheduler.framework.nodeinfo import pod_host_ports_of
+        got = self._host_ports
+        if got is _UNSET:
+            from scheduler.framework.nodeinfo import pod_host_ports_of
 
-        return pod_host_ports_of(self.pod)
+            got = self._host_ports = pod_host_ports_of(self.pod)
+        return got
 
-    @cached_property
+    @property
     def priority(self) -> int:
         """spec.priority, or 0 when unset (helper.priority.pod_priority, corev1helpers
         PodPriority): read for every pod of every node a preemption dry run visits."""
-        spec = self.pod.spec
-        return spec.priority if spec.HasField("priority") else 0
+        got = self._priority
+        if got is _UNSET:
+            spec = self.pod.spec
+            got = self._priority = spec.priority if spec.HasField("priority") else 0
+        return got
 
-    @cached_property
+    @property
     def start_epoch(self) -> float | None:
         """status.startTime in epoch seconds, None when unset or unparseable (the victim
         ordering then counts the pod as starting now: preemption.util.pod_start_time)."""
-        from kse.objects.timeutil import epoch_or_none
+        got = self._start_epoch
+        if got is _UNSET:
+            from kse.objects.timeutil import epoch_or_none
 
-        return epoch_or_none(self.pod.status.start_time)
+            got = self._start_epoch = epoch_or_none(self.pod.status.start_time)
+        return got
 
-    @cached_property
+    @property
     def has_affinity(self) -> bool:
-        a = self.pod.spec.affinity
-        return self.pod.spec.HasField("affinity") and (
-            a.HasField("pod_affinity") or a.HasField("pod_anti_affinity")
-        )
+        got = self._has_affinity
+        if got is _UNSET:
+            spec = self.pod.spec
+            a = spec.affinity
+            got = self._has_affinity = spec.HasField("affinity") and (
+                a.HasField("pod_affinity") or a.HasField("pod_anti_affinity")
+            )
+        return got
 
-    @cached_property
+    @property
     def has_required_anti_affinity(self) -> bool:
-        a = self.pod.spec.affinity
-        return (
-            self.pod.spec.HasField("affinity")
-            and a.HasField("pod_anti_affinity")
-            and len(a.pod_anti_affinity.required_during_scheduling_ignored_during_execution) > 0
-        )
+        got = self._has_required_anti_affinity
+        if got is _UNSET:
+            spec = self.pod.spec
+            a = spec.affinity
+            got = self._has_required_anti_affinity = (
+                spec.HasField("affinity")
+                and a.HasField("pod_anti_affinity")
+                and len(a.pod_anti_affinity.required_during_scheduling_ignored_during_execution) > 0
+            )
+        return got
 
 
 @dataclass
