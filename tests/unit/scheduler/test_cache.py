@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from proto import kse_pb2 as pb
-from scheduler.cache.cache import Cache, CacheError
+from scheduler.cache.cache import Cache, CacheError, confirmed_pod_info
 from scheduler.cache.snapshot_update import NodeTree, zone_key
 from scheduler.framework.nodeinfo import ResourceArrays, Snapshot
 from scheduler.framework.types import PodInfo
@@ -465,3 +465,23 @@ def test_a_terminating_bound_pod_keeps_its_resources_until_it_is_gone(cache: Cac
     assert requested_cpu(cache, "n0") == 700
     cache.remove_pod(terminating)
     assert requested_cpu(cache, "n0") == 0
+
+
+def test_a_confirmed_pod_keeps_what_was_derived_from_its_assumed_pod_unless_the_binding_changed_it() -> None:
+    """The bound pod's PodInfo takes over the assumed one's computed attributes and plugins'
+    parsed data when only spec.nodeName (and status) moved, and recomputes them otherwise."""
+    assumed = PodInfo(make_pod("p", anti=True))
+    resource, labels = assumed.resource, assumed.labels
+    assert assumed.has_required_anti_affinity and assumed.priority == 0
+    assumed.derived["plugin/parsed"] = parsed = object()
+
+    info = confirmed_pod_info(assumed, bound(assumed.pod, "n1"))
+    assert info.pod.spec.node_name == "n1" and info.pod is not assumed.pod
+    assert info.resource is resource and info.labels is labels
+    assert info.has_required_anti_affinity and info.derived["plugin/parsed"] is parsed
+
+    relabelled = bound(assumed.pod, "n1")
+    relabelled.metadata.labels["app"] = "new"
+    fresh = confirmed_pod_info(assumed, relabelled)
+    assert fresh.labels == {"app": "new"} and fresh.resource is not resource
+    assert fresh.resource.resource.milli_cpu == 100 and "plugin/parsed" not in fresh.derived
