@@ -33,13 +33,19 @@ def memory_budget_mib(point: dict[str, Any]) -> float:
     return (KIB_PER_NODE * int(point["nodes"]) + KIB_PER_POD * pods) / 1024.0
 
 
-def memory_goal_mib(point: dict[str, Any], smallest: dict[str, Any]) -> float:
-    """The scheduler's RSS the goal allows at a point: its baseline plus its budget in-process;
-    with --e2e (no baseline) the smallest point's RSS plus the budget of what was added since."""
+def memory_allowance_mib(point: dict[str, Any], smallest: dict[str, Any]) -> tuple[float, float]:
+    """(baseline, budget over it) of the scheduler's RSS at a point, in MiB: in-process its
+    measured baseline and its budget; with --e2e (no baseline) the smallest point's RSS and the
+    budget of what was added since."""
     base = point.get("baseline_rss_mib")
     if base is not None or smallest.get("rss_mib") is None:
-        return memory_budget_mib(point) + (base or 0.0)
-    return float(smallest["rss_mib"]) + memory_budget_mib(point) - memory_budget_mib(smallest)
+        return base or 0.0, memory_budget_mib(point)
+    return float(smallest["rss_mib"]), memory_budget_mib(point) - memory_budget_mib(smallest)
+
+
+def memory_goal_mib(point: dict[str, Any], smallest: dict[str, Any]) -> float:
+    """The scheduler's RSS the goal allows at a point (the curve's goal line)."""
+    return sum(memory_allowance_mib(point, smallest))
 
 
 def goals(points: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
@@ -60,23 +66,19 @@ def goals(points: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
                 f"{cpu_ratio:.0%} (goal >= {MIN_RETAINED:.0%})",
                 cpu_ratio >= MIN_RETAINED,
             ))  # fmt: skip
-    ref = points[0] if points else None
     for p in points:
         if p.get("rss_mib") is None:
             continue
-        base = p.get("baseline_rss_mib")
-        if base is not None:
-            budget, used = memory_budget_mib(p), p["rss_mib"] - base
-            what, rule = (
-                f"{used:.0f} MiB over the {base:.0f} MiB baseline",
-                f"{KIB_PER_NODE} KiB/node + {KIB_PER_POD} KiB/pod",
-            )
-        elif ref is None or p is ref or ref.get("rss_mib") is None:
+        in_process = p.get("baseline_rss_mib") is not None
+        if not in_process and (p is points[0] or points[0].get("rss_mib") is None):
             continue  # --e2e: a whole process's peak; the smallest point is the others' baseline
+        base, budget = memory_allowance_mib(p, points[0])
+        used = p["rss_mib"] - base
+        if in_process:
+            what = f"{used:.0f} MiB over the {base:.0f} MiB baseline"
+            rule = f"{KIB_PER_NODE} KiB/node + {KIB_PER_POD} KiB/pod"
         else:
-            budget = memory_budget_mib(p) - memory_budget_mib(ref)
-            used = p["rss_mib"] - ref["rss_mib"]
-            what = f"{used:.0f} MiB over the {ref['rss_mib']:.0f} MiB at {ref['nodes']} nodes"
+            what = f"{used:.0f} MiB over the {base:.0f} MiB at {points[0]['nodes']} nodes"
             rule = f"{KIB_PER_NODE} KiB per added node + {KIB_PER_POD} KiB per added pod"
         out.append((
             f"scheduler peak RSS at {p['nodes']} nodes: {what} (goal <= {budget:.0f} MiB = {rule})",

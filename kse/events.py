@@ -118,7 +118,7 @@ class EventRecorder:
         if writers is None:
             writers = BATCHED_WRITERS if clientset.batch_creates else UNBATCHED_WRITERS
         self.writers = max(1, writers)
-        self._queues: list[asyncio.Queue[_Pending]] = [asyncio.Queue() for _ in range(max(1, writers))]
+        self._queues: list[asyncio.Queue[_Pending]] = [asyncio.Queue() for _ in range(self.writers)]
         self._queued = 0
         self._cache: OrderedDict[_Key, pb.Event] = OrderedDict()
         self._cache_size = cache_size

@@ -7,7 +7,7 @@ ClusterEvent, QueuedPodInfo) so a Kubernetes engineer recognises them.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from kse.objects import meta
@@ -164,20 +164,6 @@ class QueueingHint(enum.Enum):
 HostPorts = tuple[tuple[str, str, int], ...]
 _UNSET: Any = object()  # a lazy PodInfo attribute not computed yet (None is a value: start_epoch)
 
-# The lazily computed attributes of a PodInfo, each kept in the slot "_" + name.
-_LAZY = (
-    "uid_key",
-    "labels",
-    "requests",
-    "non_zero_requests",
-    "resource",
-    "host_ports",
-    "priority",
-    "start_epoch",
-    "has_affinity",
-    "has_required_anti_affinity",
-)
-
 
 @dataclass(slots=True)
 class PodInfo:
@@ -209,8 +195,8 @@ class PodInfo:
 
     def carry_derived_from(self, other: PodInfo) -> None:
         """Take over what `other` (a PodInfo of the same pod spec and labels) has computed."""
-        for name in _LAZY:
-            setattr(self, "_" + name, getattr(other, "_" + name))
+        for slot in _LAZY_SLOTS:
+            setattr(self, slot, getattr(other, slot))
         self.derived = other.derived
 
     @property
@@ -319,6 +305,10 @@ class PodInfo:
                 and len(a.pod_anti_affinity.required_during_scheduling_ignored_during_execution) > 0
             )
         return got
+
+
+# The slots of PodInfo's lazily computed attributes (its fields not set by __init__).
+_LAZY_SLOTS = tuple(f.name for f in fields(PodInfo) if not f.init)
 
 
 @dataclass

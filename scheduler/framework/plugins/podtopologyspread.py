@@ -329,7 +329,7 @@ class PodTopologySpread:
     ) -> tuple[TopologySpreadConstraint, ...]:
         """The pod's constraints for `action`, or the default ones when it has none; cached per
         PodInfo. Raises ValueError on an invalid selector."""
-        key = _CONSTRAINTS_KEYS.get(action) or f"{NAME}/{action}"
+        key = _CONSTRAINTS_KEYS[action]
         got = pod_info.derived.get(key)
         if got is None:
             spec_constraints = pod_info.pod.spec.topology_spread_constraints
