@@ -123,11 +123,14 @@ async def _run(
     except (EtcdLaunchError, OSError, ValueError) as e:
         return _error(str(e), 1)
 
-    _print_banner(cluster, binary, data_dir, tls)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # Only now: the banner promises that SIGTERM stops the members cleanly, and a caller that
+    # reads the endpoints may signal at once (the default action would kill this process with
+    # the members left running).
+    _print_banner(cluster, binary, data_dir, tls)
     died: list[str] = []
     try:
         while not stop.is_set():
