@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,20 @@ CLIENTS = (
     "nodesim",
     "workload",
 )
+
+
+ELECTORS = CLIENTS[:4]
+
+
+def _all_observed_a_leader(data: Path) -> bool:
+    """Every leader-electing client logged a holder of its Lease (the elector logs "new leader"
+    only for a non-empty holder), so none of them has a first read of a missing Lease ahead."""
+    logs = data / "logs"
+    try:
+        texts = [(logs / f"{name}.log").read_text(errors="replace") for name in ELECTORS]
+    except FileNotFoundError:
+        return False
+    return all(re.search(r"new leader '[^']+'", text) is not None for text in texts)
 
 
 def _all_reloaded(data: Path, version: int) -> bool:
@@ -146,6 +161,10 @@ def test_a_full_ca_rotation_on_a_running_kse_up_fails_no_request_and_keeps_the_l
         _wait_for("both schedulers ready", lambda: all(
             (data / "run" / f"scheduler-{i}.ready.json").exists() for i in (1, 2)
         ), within=60)  # fmt: skip
+        # A replica is ready (serving metrics) before its first Lease read, and a read before the
+        # first leader writes the Lease is a NOT_FOUND: start counting once every elector has seen
+        # its Lease held.
+        _wait_for("every elector observing a leader", lambda: _all_observed_a_leader(data), within=60)
         outputs = []
         began = time.time()
         for version, phase in enumerate(("add", "switch", "remove"), start=2):
