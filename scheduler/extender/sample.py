@@ -305,6 +305,12 @@ def _serving_tls(p: argparse.ArgumentParser, args: argparse.Namespace) -> ssl.SS
 
 async def serve(args: argparse.Namespace, extender: SampleExtender, tls: ssl.SSLContext | None) -> int:
     host, port = parse_address(args.listen)
+    # The handlers go in before anything says we are serving: a caller that reads the ready file
+    # and signals at once must get a graceful stop (and the ready file removed), not the default kill.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     runner = web.AppRunner(extender.app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     try:
@@ -317,10 +323,6 @@ async def serve(args: argparse.Namespace, extender: SampleExtender, tls: ssl.SSL
         log.info("extender-sample serving on %s://%s", "https" if tls else "http", address)
         if args.ready_file is not None:
             write_atomic(args.ready_file, json.dumps({"address": address, "pid": os.getpid()}) + "\n")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
         await runner.cleanup()

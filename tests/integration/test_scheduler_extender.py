@@ -269,3 +269,34 @@ async def test_extender_over_mutual_tls(apiserver: ApiServer, pki: PKI, tmp_path
             assert placed["tls"] == "labelled"
         finally:
             assert await sched.stop() == 0, sched.log()
+
+
+async def test_the_sample_stops_gracefully_on_sigterm_sent_as_soon_as_it_is_ready(tmp_path: Path) -> None:
+    """Its signal handlers are in before its ready file: a caller that signals the moment it reads
+    the address gets a clean exit and the ready file removed, not the default kill."""
+    ready = tmp_path / "extender-ready.json"
+    log_path = tmp_path / "extender.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "kse",
+        "extender-sample",
+        "--listen",
+        "127.0.0.1:0",
+        "--ready-file",
+        str(ready),
+    ]
+    proc = _spawn(argv, log_path)
+    try:
+        deadline = time.monotonic() + 30
+        while _read_ready(ready) is None:
+            assert proc.poll() is None, f"exited with {proc.returncode}:\n{log_path.read_text()}"
+            assert time.monotonic() < deadline, f"no ready file in 30s:\n{log_path.read_text()}"
+            await asyncio.sleep(0.005)  # polling for the ready file (a deadline bounds it)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0, log_path.read_text()
+        assert not ready.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
