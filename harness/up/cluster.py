@@ -269,6 +269,19 @@ class Cluster:
                 return r
         return None
 
+    async def _leaders_now(self) -> list[Replica]:
+        """The scheduler and controller-manager replicas holding their Leases, read now; none if
+        the API server does not answer within a second (then every replica stops at once)."""
+        if self.clientset is None or self.apiserver is None or not self.apiserver.running:
+            return []
+        try:
+            async with asyncio.timeout(1.0):
+                found = [await self.leader(), await self.controller_manager_leader()]
+        except Exception as e:  # a stop must go on whatever the API server says
+            log.info("stopping every replica at once: could not read the leaders (%r)", e)
+            return []
+        return [r for r in found if r is not None]
+
     async def wait_for_leader(
         self, within: float = 60.0, *, other_than: Replica | str | None = None
     ) -> Replica:
@@ -782,9 +795,13 @@ class Cluster:
             if self.workload is not None:
                 await self.workload.terminate(grace)
             await self._close("supervisor")
-            await asyncio.gather(
-                *(r.process.terminate(grace) for r in [*self.replicas, *self.controller_managers])
-            )
+            # Standbys first, then the leaders: a leader releases its Lease as it stops, and a
+            # standby still running would take it on its way out (an acquisition, and a "failover"
+            # in the summary, that the shutdown itself caused).
+            leaders = await self._leaders_now()
+            standbys = [r for r in [*self.replicas, *self.controller_managers] if r not in leaders]
+            await asyncio.gather(*(r.process.terminate(grace) for r in standbys))
+            await asyncio.gather(*(r.process.terminate(grace) for r in leaders))
             if self.nodesim is not None:
                 await self.nodesim.terminate(grace)
             await self._close("proxies")  # after the replicas: none of them outlives its link

@@ -2,7 +2,8 @@
 
 * `kse up --duration 20 --json` as a subprocess on a small topology with fast leases: exits 0, the
   summary names a leader and bound pods, and no process it started is left afterwards (by the pids
-  it reports, and by a scan of /proc for anything naming its data dir).
+  it reports, and by a scan of /proc for anything naming its data dir); its stop hands the Lease to
+  nobody (the standbys exit before the leader releases it).
 * `Cluster` in-process: kill the leader, a standby takes over, the supervisor restarts the killed
   replica with a new identity, and the status tracker records the failover.
 * The supervisor with a real child process that exits at once, on an injected clock and sleep:
@@ -79,6 +80,26 @@ def test_kse_up_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
     assert all(r["identity"].startswith(r["name"] + "_") for r in summary["replicas"])
     roles = sorted(r["role"] for r in summary["replicas"])
     assert roles == ["leader", "standby", "standby"], roles
+
+    # The stop hands the Lease to nobody: the standbys are gone before the leader releases it, so
+    # no standby acquires it on the way out (which the summary would count as a failover).
+    assert summary["failovers"] == [], summary["failovers"]
+    logs = data / "logs"
+    released_at = _log_time(logs / f"{summary['leader']}.log", "stopped leading")
+    for name in names:
+        if name != summary["leader"]:
+            exited_at = _log_time(logs / f"{name}.log", "stopped (exit code")
+            assert exited_at <= released_at, (
+                f"{name} stopped at {exited_at}, after the release at {released_at}"
+            )
+
+
+def _log_time(log: Path, needle: str) -> str:
+    """The timestamp ("YYYY-MM-DD HH:MM:SS,mmm", so it sorts as text) of the last line holding
+    `needle` in a component's log."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if needle in line]
+    assert lines, f"no {needle!r} in {log}"
+    return lines[-1][:23]
 
 
 @pytest.mark.integration
