@@ -106,9 +106,13 @@ async def test_pod_is_held_until_its_image_is_on_the_node(
     assert SMALL in listed(await admin.nodes.get("pp-0"))
     assert sim.stats.pre_pull_requests >= 1
     assert sched.metrics.permit_wait_duration.count("success") == 1
-    events = await admin.events.list(NS)
-    asks = [parse_pre_pull_message(e.message) for e in events.items if e.reason == REASON_PRE_PULL]
-    assert ("pp-0", [SMALL]) in asks
+
+    # The event is recorded before the bind but written asynchronously (batched): poll for it.
+    async def asks() -> list[tuple[str, list[str]] | None]:
+        items = (await admin.events.list(NS)).items
+        return [parse_pre_pull_message(e.message) for e in items if e.reason == REASON_PRE_PULL]
+
+    await eventually(asks, lambda got: ("pp-0", [SMALL]) in got, "the pre-pull event", within=30)
     await eventually(
         lambda: admin.pods.get(NS, "held"), lambda p: p.status.phase == "Running", "the pod Running"
     )

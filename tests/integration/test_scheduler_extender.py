@@ -142,8 +142,14 @@ async def test_filter_prioritize_and_bind_through_the_sample_extender(
                 parse_exposition(metrics), "rest_client_requests_total", resource="pods/binding"
             )
             assert binds == 0, metrics
-            scheduled = [e for e in (await cs.events.list(NS)).items if e.reason == "Scheduled"]
-            assert {e.involved_object.name for e in scheduled} == set(names)
+
+            # Events are written after the bind, asynchronously (the recorder batches them, as
+            # upstream's broadcaster does its own): poll for the last ones.
+            async def scheduled_for() -> set[str]:
+                items = (await cs.events.list(NS)).items
+                return {e.involved_object.name for e in items if e.reason == "Scheduled"}
+
+            await eventually(scheduled_for, lambda got: got == set(names), 30, "a Scheduled event per pod")
         finally:
             code = await sched.stop()
         assert code == 0, sched.log()
