@@ -12,12 +12,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -29,7 +27,7 @@ from kse.client.clientset import Clientset
 from kse.scrape import http_get, parse_exposition, sample_sum
 from proto import kse_pb2 as pb
 from tests.fixtures.apiserver import ApiServer
-from tests.integration.test_scheduler_process import _read_ready, _spawn, eventually, start_scheduler
+from tests.integration.test_scheduler_process import _spawn, eventually, start_scheduler, wait_for_ready_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -71,15 +69,7 @@ async def extender_sample(apiserver: ApiServer, workdir: Path, *flags: str) -> A
     ]  # fmt: skip
     proc = _spawn(argv, log_path)
     try:
-        deadline = time.monotonic() + 30
-        while (info := _read_ready(ready)) is None:
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"extender-sample exited with {proc.returncode}:\n{log_path.read_text()}"
-                )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"extender-sample wrote no ready file in 30s:\n{log_path.read_text()}")
-            await _tick()
+        info = await wait_for_ready_file(proc, ready, log_path, "extender-sample")
         yield str(info["address"])
     finally:
         if proc.poll() is None:
@@ -89,10 +79,6 @@ async def extender_sample(apiserver: ApiServer, workdir: Path, *flags: str) -> A
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-async def _tick() -> None:
-    await asyncio.sleep(0.02)  # polling for the ready file (a deadline bounds it)
 
 
 def write_config(path: Path, body: str) -> Path:
@@ -294,11 +280,7 @@ async def test_the_sample_stops_gracefully_on_sigterm_sent_as_soon_as_it_is_read
     ]
     proc = _spawn(argv, log_path)
     try:
-        deadline = time.monotonic() + 30
-        while _read_ready(ready) is None:
-            assert proc.poll() is None, f"exited with {proc.returncode}:\n{log_path.read_text()}"
-            assert time.monotonic() < deadline, f"no ready file in 30s:\n{log_path.read_text()}"
-            await asyncio.sleep(0.005)  # polling for the ready file (a deadline bounds it)
+        await wait_for_ready_file(proc, ready, log_path, "extender-sample")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0, log_path.read_text()
         assert not ready.exists()

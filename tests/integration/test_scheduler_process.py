@@ -81,6 +81,24 @@ def _read_ready(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+async def wait_for_ready_file(
+    proc: subprocess.Popen[bytes], ready: Path, log_path: Path, what: str, within: float = 30.0
+) -> dict[str, Any]:
+    """The ready file's JSON once `proc` has written it; AssertionError (with the log) if the
+    process exits first or `within` s pass (then it is killed)."""
+    deadline = time.monotonic() + within
+    while (info := _read_ready(ready)) is None:
+        if proc.poll() is not None:
+            log = await asyncio.to_thread(log_path.read_text)
+            raise AssertionError(f"{what} exited with {proc.returncode}:\n{log}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            log = await asyncio.to_thread(log_path.read_text)
+            raise AssertionError(f"{what} wrote no ready file in {within:g}s:\n{log}")
+        await asyncio.sleep(0.02)  # polling for the ready file (the deadline bounds it)
+    return info
+
+
 async def start_scheduler(apiserver: ApiServer, pki: PKI, workdir: Path, *extra: str) -> SchedulerProcess:
     ready = workdir / "scheduler-ready.json"
     log_path = workdir / "scheduler.log"
@@ -97,14 +115,7 @@ async def start_scheduler(apiserver: ApiServer, pki: PKI, workdir: Path, *extra:
         *extra,
     ]  # fmt: skip
     proc = _spawn(argv, log_path)
-    deadline = time.monotonic() + 30
-    while (info := _read_ready(ready)) is None:
-        if proc.poll() is not None:
-            raise AssertionError(f"kse scheduler exited with {proc.returncode}:\n{log_path.read_text()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"kse scheduler wrote no ready file in 30s:\n{log_path.read_text()}")
-        await asyncio.sleep(0.02)
+    info = await wait_for_ready_file(proc, ready, log_path, "kse scheduler")
     assert info["pid"] == proc.pid
     return SchedulerProcess(proc, info["metrics"], log_path)
 

@@ -58,7 +58,7 @@ CLIENTS = (
 )
 
 
-ELECTORS = CLIENTS[:4]
+ELECTORS = ("scheduler-1", "scheduler-2", "controller-manager-1", "controller-manager-2")
 
 
 def _all_observed_a_leader(data: Path) -> bool:
